@@ -1,0 +1,1 @@
+#include "model/checkpoint/model_config.h"

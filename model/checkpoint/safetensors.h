@@ -1,0 +1,95 @@
+// safetensors files (https://huggingface.co/docs/safetensors): an 8-byte
+// little-endian header length, a JSON header mapping tensor names to
+// {dtype, shape, data_offsets} (plus an optional "__metadata__" string map),
+// then the raw little-endian tensor bytes.
+//
+// The reader memory-maps the file and validates the header completely before
+// handing out any pointer: size limit, JSON syntax, known dtypes, shapes
+// non-negative, byte range == element count x element size, ranges inside
+// the data section and not overlapping. A corrupt file yields an error
+// naming the file and the problem; it never crashes. Torch-free.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace dserve {
+
+enum class DType { kF64, kF32, kF16, kBF16, kI64, kI32, kI16, kI8, kU8, kBool };
+
+// "F32", "BF16", ... as the format spells them.
+const char* DTypeName(DType dtype);
+absl::StatusOr<DType> DTypeFromName(std::string_view name);
+size_t DTypeSize(DType dtype);
+
+// One tensor of an open file. `data` points into the mapping and stays valid
+// as long as the SafetensorsFile lives.
+struct TensorView {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;
+  size_t num_bytes = 0;
+  int64_t numel() const;
+};
+
+class SafetensorsFile {
+ public:
+  struct Options {
+    // Header larger than this is rejected (the format's reference
+    // implementation uses 100 MB).
+    size_t max_header_bytes = 100u << 20;
+  };
+
+  // Maps and validates `path`. Thread-safe to use concurrently afterwards
+  // (read-only).
+  static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(const std::string& path,
+                                                               const Options& options);
+  static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(const std::string& path) {
+    return Open(path, Options());
+  }
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  // nullptr when absent.
+  const TensorView* Find(std::string_view name) const;
+  // In file order of data offsets.
+  const std::vector<TensorView>& tensors() const { return tensors_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+ private:
+  SafetensorsFile() = default;
+  std::string path_;
+  void* mapping_ = nullptr;
+  size_t mapping_bytes_ = 0;
+  std::vector<TensorView> tensors_;
+  std::map<std::string, size_t, std::less<>> index_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// A tensor to write: `data` holds numel x DTypeSize(dtype) bytes, little-endian.
+struct TensorToWrite {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;
+};
+
+// Writes a safetensors file atomically: a temporary file in the same
+// directory, fsync, rename over `path`, fsync of the directory. Tensors are
+// laid out in the given order, each aligned as the format recommends
+// (header padded with spaces to a multiple of 8). Duplicate names are an error.
+absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                              const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace dserve
