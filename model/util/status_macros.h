@@ -15,7 +15,8 @@
     if (!dserve_status_.ok()) return dserve_status_;  \
   } while (0)
 
-// ASSIGN_OR_RETURN(lhs, expr): evaluates `expr` (an absl::StatusOr<T>); on
+// ASSIGN_OR_RETURN(lhs, expr): expands to several statements (brace it
+// under an if); evaluates `expr` (an absl::StatusOr<T>); on
 // error returns its status, otherwise moves the value into `lhs`, which may
 // be a declaration (`auto x`) or an existing variable.
 #define ASSIGN_OR_RETURN(lhs, expr) \

@@ -1,0 +1,403 @@
+#include "model/deberta/encoder.h"
+
+#include <cmath>
+
+#include <torch/torch.h>
+
+#include "absl/strings/str_cat.h"
+#include "model/deberta/weights.h"
+#include "model/util/status_macros.h"
+
+namespace dserve {
+namespace F = torch::nn::functional;
+
+namespace {
+
+torch::Tensor Linear(const torch::Tensor& x, const LinearWeights& w) {
+  return torch::linear(x, w.weight, w.bias);
+}
+
+torch::Tensor Norm(const torch::Tensor& x, const NormWeights& w, double eps) {
+  return torch::layer_norm(x, {x.size(-1)}, w.weight, w.bias, eps);
+}
+
+absl::Status LoadLinear(WeightStore& store, const std::string& prefix, int64_t out, int64_t in,
+                        bool bias, LinearWeights* w) {
+  ASSIGN_OR_RETURN(w->weight, store.Get(prefix + ".weight", {out, in}));
+  if (bias) { ASSIGN_OR_RETURN(w->bias, store.Get(prefix + ".bias", {out})); }
+  return absl::OkStatus();
+}
+
+absl::Status LoadNorm(WeightStore& store, const std::string& prefix, int64_t size, NormWeights* w) {
+  ASSIGN_OR_RETURN(w->weight, store.Get(prefix + ".weight", {size}));
+  ASSIGN_OR_RETURN(w->bias, store.Get(prefix + ".bias", {size}));
+  return absl::OkStatus();
+}
+
+int64_t NumStoredLayers(const ModelConfig& c) {
+  return c.dserve.share_layers ? 1 : c.num_hidden_layers;
+}
+
+std::string LayerPrefix(int64_t i) { return absl::StrCat("deberta.encoder.layer.", i); }
+
+}  // namespace
+
+// ---------------------------------------------------------------- weights --
+
+absl::StatusOr<EncoderWeights> EncoderWeights::Load(const ModelConfig& c, WeightStore& store) {
+  EncoderWeights w;
+  const int64_t H = c.hidden_size, E = c.embedding_size, A = c.num_attention_heads * c.head_size();
+  auto& emb = w.embeddings;
+  ASSIGN_OR_RETURN(emb.word, store.Get("deberta.embeddings.word_embeddings.weight", {c.vocab_size, E}));
+  if (c.position_biased_input) {
+    ASSIGN_OR_RETURN(emb.position, store.Get("deberta.embeddings.position_embeddings.weight",
+                                             {c.max_position_embeddings, E}));
+  } else {
+    ASSIGN_OR_RETURN(emb.position, store.GetOptional("deberta.embeddings.position_embeddings.weight",
+                                                     {c.max_position_embeddings, E}));
+  }
+  if (c.type_vocab_size > 0) {
+    ASSIGN_OR_RETURN(emb.token_type, store.Get("deberta.embeddings.token_type_embeddings.weight",
+                                               {c.type_vocab_size, E}));
+  }
+  if (E != H) { ASSIGN_OR_RETURN(emb.projection, store.Get("deberta.embeddings.embed_proj.weight", {H, E})); }
+  RETURN_IF_ERROR(LoadNorm(store, "deberta.embeddings.LayerNorm", H, &emb.norm));
+
+  for (int64_t i = 0; i < NumStoredLayers(c); ++i) {
+    LayerWeights layer;
+    const std::string p = LayerPrefix(i);
+    auto& at = layer.attention;
+    RETURN_IF_ERROR(LoadLinear(store, p + ".attention.self.query_proj", A, H, true, &at.query));
+    RETURN_IF_ERROR(LoadLinear(store, p + ".attention.self.key_proj", A, H, true, &at.key));
+    RETURN_IF_ERROR(LoadLinear(store, p + ".attention.self.value_proj", A, H, true, &at.value));
+    if (c.relative_attention && !c.share_att_key) {
+      if (c.has_c2p())
+        RETURN_IF_ERROR(LoadLinear(store, p + ".attention.self.pos_key_proj", A, H, true, &at.pos_key));
+      if (c.has_p2c())
+        RETURN_IF_ERROR(LoadLinear(store, p + ".attention.self.pos_query_proj", A, H, true, &at.pos_query));
+    }
+    RETURN_IF_ERROR(LoadLinear(store, p + ".attention.output.dense", H, A, true, &at.output));
+    RETURN_IF_ERROR(LoadNorm(store, p + ".attention.output.LayerNorm", H, &at.output_norm));
+    RETURN_IF_ERROR(LoadLinear(store, p + ".intermediate.dense", c.intermediate_size, H, true,
+                               &layer.intermediate));
+    RETURN_IF_ERROR(LoadLinear(store, p + ".output.dense", H, c.intermediate_size, true, &layer.output));
+    RETURN_IF_ERROR(LoadNorm(store, p + ".output.LayerNorm", H, &layer.output_norm));
+    w.layers.push_back(std::move(layer));
+  }
+  if (c.relative_attention) {
+    ASSIGN_OR_RETURN(w.rel_embeddings,
+                     store.Get("deberta.encoder.rel_embeddings.weight", {2 * c.att_span(), H}));
+    if (c.norm_rel_embeddings()) RETURN_IF_ERROR(LoadNorm(store, "deberta.encoder.LayerNorm", H, &w.rel_norm));
+  }
+  if (c.conv_kernel_size > 0) {
+    ConvWeights conv;
+    ASSIGN_OR_RETURN(conv.weight, store.Get("deberta.encoder.conv.conv.weight",
+                                            {H, H / c.conv_groups, c.conv_kernel_size}));
+    ASSIGN_OR_RETURN(conv.bias, store.Get("deberta.encoder.conv.conv.bias", {H}));
+    RETURN_IF_ERROR(LoadNorm(store, "deberta.encoder.conv.LayerNorm", H, &conv.norm));
+    w.conv = std::move(conv);
+  }
+  return w;
+}
+
+EncoderWeights EncoderWeights::Init(const ModelConfig& c, torch::ScalarType dtype,
+                                    const torch::Device& device) {
+  const auto opts = torch::TensorOptions().dtype(dtype).device(device);
+  const double std = c.initializer_range;
+  auto normal = [&](std::vector<int64_t> shape) { return torch::randn(shape, opts) * std; };
+  auto linear = [&](int64_t out, int64_t in, bool bias) {
+    return LinearWeights{normal({out, in}), bias ? torch::zeros({out}, opts) : torch::Tensor()};
+  };
+  auto norm = [&](int64_t n) { return NormWeights{torch::ones({n}, opts), torch::zeros({n}, opts)}; };
+  const int64_t H = c.hidden_size, E = c.embedding_size, A = c.num_attention_heads * c.head_size();
+  EncoderWeights w;
+  w.embeddings.word = normal({c.vocab_size, E});
+  if (c.pad_token_id >= 0 && c.pad_token_id < c.vocab_size) w.embeddings.word[c.pad_token_id].zero_();
+  w.embeddings.position = normal({c.max_position_embeddings, E});
+  if (c.type_vocab_size > 0) w.embeddings.token_type = normal({c.type_vocab_size, E});
+  if (E != H) w.embeddings.projection = normal({H, E});
+  w.embeddings.norm = norm(H);
+  for (int64_t i = 0; i < NumStoredLayers(c); ++i) {
+    LayerWeights l;
+    l.attention.query = linear(A, H, true);
+    l.attention.key = linear(A, H, true);
+    l.attention.value = linear(A, H, true);
+    if (c.relative_attention && !c.share_att_key) {
+      if (c.has_c2p()) l.attention.pos_key = linear(A, H, true);
+      if (c.has_p2c()) l.attention.pos_query = linear(A, H, true);
+    }
+    l.attention.output = linear(H, A, true);
+    l.attention.output_norm = norm(H);
+    l.intermediate = linear(c.intermediate_size, H, true);
+    l.output = linear(H, c.intermediate_size, true);
+    l.output_norm = norm(H);
+    w.layers.push_back(std::move(l));
+  }
+  if (c.relative_attention) {
+    w.rel_embeddings = normal({2 * c.att_span(), H});
+    if (c.norm_rel_embeddings()) w.rel_norm = norm(H);
+  }
+  if (c.conv_kernel_size > 0) {
+    w.conv = ConvWeights{normal({H, H / c.conv_groups, c.conv_kernel_size}), torch::zeros({H}, opts),
+                         norm(H)};
+  }
+  return w;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> EncoderWeights::Named(const ModelConfig& c) const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  auto add = [&](const std::string& name, const torch::Tensor& t) {
+    if (t.defined()) out.emplace_back(name, t);
+  };
+  auto add_linear = [&](const std::string& p, const LinearWeights& w) {
+    add(p + ".weight", w.weight);
+    add(p + ".bias", w.bias);
+  };
+  auto add_norm = [&](const std::string& p, const NormWeights& w) {
+    add(p + ".weight", w.weight);
+    add(p + ".bias", w.bias);
+  };
+  add("deberta.embeddings.word_embeddings.weight", embeddings.word);
+  add("deberta.embeddings.position_embeddings.weight", embeddings.position);
+  add("deberta.embeddings.token_type_embeddings.weight", embeddings.token_type);
+  add("deberta.embeddings.embed_proj.weight", embeddings.projection);
+  add_norm("deberta.embeddings.LayerNorm", embeddings.norm);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const std::string p = LayerPrefix(static_cast<int64_t>(i));
+    const auto& l = layers[i];
+    add_linear(p + ".attention.self.query_proj", l.attention.query);
+    add_linear(p + ".attention.self.key_proj", l.attention.key);
+    add_linear(p + ".attention.self.value_proj", l.attention.value);
+    add_linear(p + ".attention.self.pos_key_proj", l.attention.pos_key);
+    add_linear(p + ".attention.self.pos_query_proj", l.attention.pos_query);
+    add_linear(p + ".attention.output.dense", l.attention.output);
+    add_norm(p + ".attention.output.LayerNorm", l.attention.output_norm);
+    add_linear(p + ".intermediate.dense", l.intermediate);
+    add_linear(p + ".output.dense", l.output);
+    add_norm(p + ".output.LayerNorm", l.output_norm);
+  }
+  add("deberta.encoder.rel_embeddings.weight", rel_embeddings);
+  add_norm("deberta.encoder.LayerNorm", rel_norm);
+  if (conv) {
+    add("deberta.encoder.conv.conv.weight", conv->weight);
+    add("deberta.encoder.conv.conv.bias", conv->bias);
+    add_norm("deberta.encoder.conv.LayerNorm", conv->norm);
+  }
+  (void)c;
+  return out;
+}
+
+// ---------------------------------------------------------------- encoder --
+
+DebertaEncoder::DebertaEncoder(const ModelConfig& config, EncoderWeights weights,
+                               const Options& options)
+    : config_(config), weights_(std::move(weights)), options_(options), relative_map_(config) {}
+
+absl::StatusOr<std::unique_ptr<DebertaEncoder>> DebertaEncoder::Create(const ModelConfig& config,
+                                                                       EncoderWeights weights,
+                                                                       const Options& options) {
+  RETURN_IF_ERROR(config.Validate());
+  std::unique_ptr<DebertaEncoder> encoder(new DebertaEncoder(config, std::move(weights), options));
+  RETURN_IF_ERROR(encoder->Prepare());
+  return encoder;
+}
+
+absl::Status DebertaEncoder::Prepare() {
+  ASSIGN_OR_RETURN(hidden_act_, ActivationByName(config_.hidden_act));
+  ASSIGN_OR_RETURN(conv_act_, ActivationByName(config_.conv_act));
+  heads_ = config_.num_attention_heads;
+  head_size_ = config_.head_size();
+  const int64_t factor = 1 + (config_.has_c2p() ? 1 : 0) + (config_.has_p2c() ? 1 : 0);
+  score_scale_ = 1.0 / std::sqrt(static_cast<double>(head_size_ * factor));
+  if (static_cast<int64_t>(weights_.layers.size()) != NumStoredLayers(config_)) {
+    return absl::InvalidArgumentError(absl::StrCat("encoder: ", weights_.layers.size(),
+                                                   " layers of weights, config needs ",
+                                                   NumStoredLayers(config_)));
+  }
+  if (options_.precompute) {
+    return TorchCall("encoder: precomputing position projections", [&] {
+      torch::InferenceMode guard;
+      caches_ = Caches();
+    });
+  }
+  return absl::OkStatus();
+}
+
+const LayerWeights& DebertaEncoder::Layer(int64_t index) const {
+  return weights_.layers[config_.dserve.share_layers ? 0 : static_cast<size_t>(index)];
+}
+
+torch::Tensor DebertaEncoder::NormalisedRelEmbeddings() const {
+  if (!config_.relative_attention) return {};
+  if (!config_.norm_rel_embeddings()) return weights_.rel_embeddings;
+  return Norm(weights_.rel_embeddings, weights_.rel_norm, config_.layer_norm_eps);
+}
+
+DebertaEncoder::LayerCache DebertaEncoder::BuildLayerCache(const LayerWeights& layer,
+                                                           const torch::Tensor& rel) const {
+  LayerCache cache;
+  const auto& at = layer.attention;
+  cache.qkv.weight = torch::cat({at.query.weight, at.key.weight, at.value.weight}, 0);
+  cache.qkv.bias = torch::cat({at.query.bias, at.key.bias, at.value.bias}, 0);
+  if (!config_.relative_attention) return cache;
+  // [2*span, h*d] -> [h, 2*span, d]
+  auto per_head = [&](const torch::Tensor& x) {
+    return x.view({x.size(0), heads_, head_size_}).permute({1, 0, 2}).contiguous();
+  };
+  if (config_.has_c2p()) {
+    const LinearWeights& proj = config_.share_att_key ? at.key : at.pos_key;
+    cache.pos_key = per_head(Linear(rel, proj));
+  }
+  if (config_.has_p2c()) {
+    const LinearWeights& proj = config_.share_att_key ? at.query : at.pos_query;
+    cache.pos_query = per_head(Linear(rel, proj) * score_scale_);
+  }
+  return cache;
+}
+
+std::vector<DebertaEncoder::LayerCache> DebertaEncoder::Caches() const {
+  if (!caches_.empty()) return caches_;
+  const torch::Tensor rel = NormalisedRelEmbeddings();
+  std::vector<LayerCache> caches;
+  for (const auto& layer : weights_.layers) caches.push_back(BuildLayerCache(layer, rel));
+  return caches;
+}
+
+DebertaEncoder::Relative DebertaEncoder::BuildRelative(int64_t length,
+                                                       const torch::Device& device) const {
+  Relative relative;
+  if (!config_.relative_attention) return relative;
+  RelativePositionMap::Table table = relative_map_.Build(length, length);
+  for (auto& v : table.index) v -= table.min_row;
+  relative.min_row = table.min_row;
+  relative.rows = table.max_row - table.min_row + 1;
+  relative.index = torch::from_blob(table.index.data(), {length, length}, torch::kLong)
+                       .to(device, /*non_blocking=*/false, /*copy=*/true);
+  return relative;
+}
+
+torch::Tensor DebertaEncoder::MaskBias(const torch::Tensor& attention_mask,
+                                       torch::ScalarType dtype) const {
+  // Additive key mask [B, 1, 1, L]. Half the dtype's lowest value: masked
+  // scores vanish in the softmax without overflowing to -inf, and a row with
+  // no valid key (only ever a padding row) stays finite.
+  const double lowest = dtype == torch::kHalf ? -65504.0 / 2 : -1.0e30;
+  auto keep = attention_mask.to(dtype).unsqueeze(1).unsqueeze(2);
+  return (1.0 - keep) * lowest;
+}
+
+torch::Tensor DebertaEncoder::Embed(const EncoderInput& input) const {
+  const auto& emb = weights_.embeddings;
+  const int64_t length = input.input_ids.size(1);
+  torch::Tensor x = torch::embedding(emb.word, input.input_ids);
+  if (config_.position_biased_input) {
+    auto positions = torch::arange(length, input.input_ids.options());
+    x = x + torch::embedding(emb.position, positions).unsqueeze(0);
+  }
+  if (config_.type_vocab_size > 0) {
+    torch::Tensor types = input.token_type_ids.defined() ? input.token_type_ids
+                                                         : torch::zeros_like(input.input_ids);
+    x = x + torch::embedding(emb.token_type, types);
+  }
+  if (emb.projection.defined()) x = torch::linear(x, emb.projection);
+  x = Norm(x, emb.norm, config_.layer_norm_eps);
+  return x * input.attention_mask.unsqueeze(-1).to(x.scalar_type());
+}
+
+torch::Tensor DebertaEncoder::Attention(const LayerWeights& layer, const LayerCache& cache,
+                                        const torch::Tensor& hidden,
+                                        const torch::Tensor* query_states,
+                                        const torch::Tensor& mask_bias,
+                                        const Relative& relative) const {
+  const int64_t B = hidden.size(0), L = hidden.size(1), h = heads_, d = head_size_;
+  torch::Tensor q, k, v;
+  if (query_states == nullptr) {
+    auto qkv = Linear(hidden, cache.qkv).view({B, L, 3, h, d}).permute({2, 0, 3, 1, 4});
+    q = qkv[0];
+    k = qkv[1];
+    v = qkv[2];
+  } else {
+    const auto& at = layer.attention;
+    auto split = [&](const torch::Tensor& x) { return x.view({B, L, h, d}).permute({0, 2, 1, 3}); };
+    q = split(Linear(*query_states, at.query));
+    k = split(Linear(hidden, at.key));
+    v = split(Linear(hidden, at.value));
+  }
+  q = q * score_scale_;  // [B, h, L, d]; every score term carries the scale once
+  torch::Tensor scores = torch::matmul(q, k.transpose(-1, -2));  // [B, h, L, L]
+  if (config_.relative_attention) {
+    // Only the rows a sequence of length L can reach, then a gather.
+    auto index = relative.index.expand({B, h, L, L});
+    if (config_.has_c2p()) {
+      auto pos_key = cache.pos_key.narrow(1, relative.min_row, relative.rows);  // [h, R, d]
+      auto c2p = torch::matmul(q, pos_key.transpose(-1, -2));                   // [B, h, L, R]
+      scores = scores + torch::gather(c2p, -1, index);
+    }
+    if (config_.has_p2c()) {
+      auto pos_query = cache.pos_query.narrow(1, relative.min_row, relative.rows);
+      auto p2c = torch::matmul(k, pos_query.transpose(-1, -2));  // [B, h, Lk, R]
+      // p2c[i, j] = K_j . P_q[idx[i, j]]: gather row j at idx[i, j], transpose.
+      scores = scores + torch::gather(p2c, -1, index.transpose(-1, -2)).transpose(-1, -2);
+    }
+  }
+  scores = scores + mask_bias;
+  auto probs = torch::softmax(scores, -1);
+  auto context = torch::matmul(probs, v).permute({0, 2, 1, 3}).reshape({B, L, h * d});
+  const torch::Tensor& residual = query_states ? *query_states : hidden;
+  return Norm(Linear(context, layer.attention.output) + residual, layer.attention.output_norm,
+              config_.layer_norm_eps);
+}
+
+torch::Tensor DebertaEncoder::LayerImpl(int64_t index, const LayerCache& cache,
+                                        const torch::Tensor& hidden,
+                                        const torch::Tensor* query_states,
+                                        const torch::Tensor& mask_bias,
+                                        const Relative& relative) const {
+  const LayerWeights& layer = Layer(index);
+  auto attention = Attention(layer, cache, hidden, query_states, mask_bias, relative);
+  auto inner = hidden_act_(Linear(attention, layer.intermediate));
+  return Norm(Linear(inner, layer.output) + attention, layer.output_norm, config_.layer_norm_eps);
+}
+
+torch::Tensor DebertaEncoder::ConvImpl(const torch::Tensor& embedded, const torch::Tensor& layer0_out,
+                                       const torch::Tensor& attention_mask) const {
+  const auto& conv = *weights_.conv;
+  auto mask = attention_mask.unsqueeze(-1).to(embedded.scalar_type());
+  auto out = torch::conv1d(embedded.permute({0, 2, 1}), conv.weight, conv.bias, 1,
+                           (config_.conv_kernel_size - 1) / 2, 1, config_.conv_groups)
+                 .permute({0, 2, 1});
+  out = conv_act_(out * mask);
+  return Norm(layer0_out + out, conv.norm, config_.layer_norm_eps) * mask;
+}
+
+torch::Tensor DebertaEncoder::Forward(const EncoderInput& input,
+                                      std::vector<torch::Tensor>* hidden_states) const {
+  const std::vector<LayerCache> local = options_.precompute ? std::vector<LayerCache>() : Caches();
+  const std::vector<LayerCache>& caches = options_.precompute ? caches_ : local;
+  torch::Tensor x = Embed(input);
+  if (hidden_states) hidden_states->push_back(x);
+  const Relative relative = BuildRelative(x.size(1), x.device());
+  const torch::Tensor bias = MaskBias(input.attention_mask, x.scalar_type());
+  const torch::Tensor embedded = x;
+  for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
+    const LayerCache& cache = caches[config_.dserve.share_layers ? 0 : static_cast<size_t>(i)];
+    x = LayerImpl(i, cache, x, nullptr, bias, relative);
+    if (i == 0 && weights_.conv) x = ConvImpl(embedded, x, input.attention_mask);
+    if (hidden_states) hidden_states->push_back(x);
+  }
+  return x;
+}
+
+torch::Tensor DebertaEncoder::LayerForward(int64_t layer, const torch::Tensor& hidden,
+                                           const torch::Tensor& query_states,
+                                           const torch::Tensor& attention_mask) const {
+  const size_t slot = config_.dserve.share_layers ? 0 : static_cast<size_t>(layer);
+  const LayerCache cache = options_.precompute
+                               ? caches_[slot]
+                               : BuildLayerCache(weights_.layers[slot], NormalisedRelEmbeddings());
+  const Relative relative = BuildRelative(hidden.size(1), hidden.device());
+  const torch::Tensor bias = MaskBias(attention_mask, hidden.scalar_type());
+  return LayerImpl(layer, cache, hidden, &query_states, bias, relative);
+}
+
+}  // namespace dserve

@@ -1,0 +1,165 @@
+// The DeBERTa-v2/v3 encoder (REFERENCE §2–§5): embeddings, the shared
+// relative-position table, disentangled attention layers and the optional
+// ConvLayer, written as functions over plain weight tensors so that the
+// same code serves inference (weights frozen, derived tensors precomputed
+// at load) and training (weights require grad, nothing cached).
+//
+// Thread safety: a DebertaEncoder is immutable after Create(); Forward is
+// const and may run concurrently on several threads.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "absl/status/statusor.h"
+#include "model/checkpoint/model_config.h"
+#include "model/deberta/relative_position.h"
+#include "model/deberta/torch_util.h"
+
+namespace dserve {
+
+class WeightStore;
+
+struct LinearWeights {
+  torch::Tensor weight;  // [out, in]
+  torch::Tensor bias;    // [out] or undefined
+};
+struct NormWeights {
+  torch::Tensor weight;
+  torch::Tensor bias;
+};
+
+struct AttentionWeights {
+  LinearWeights query, key, value;
+  LinearWeights pos_key;    // only when !share_att_key and c2p
+  LinearWeights pos_query;  // only when !share_att_key and p2c
+  LinearWeights output;
+  NormWeights output_norm;
+};
+
+struct LayerWeights {
+  AttentionWeights attention;
+  LinearWeights intermediate;  // [I, H]
+  LinearWeights output;        // [H, I]
+  NormWeights output_norm;
+};
+
+struct EmbeddingWeights {
+  torch::Tensor word;        // [V, E]
+  torch::Tensor position;    // [P, E] when position_biased_input (or kept for EMD)
+  torch::Tensor token_type;  // [T, E] when type_vocab_size > 0
+  torch::Tensor projection;  // [H, E] when E != H (no bias)
+  NormWeights norm;
+};
+
+struct ConvWeights {
+  torch::Tensor weight;  // [H, H / groups, k]
+  torch::Tensor bias;
+  NormWeights norm;
+};
+
+struct EncoderWeights {
+  EmbeddingWeights embeddings;
+  // num_hidden_layers entries, or one when dserve.share_layers.
+  std::vector<LayerWeights> layers;
+  torch::Tensor rel_embeddings;  // [2*span, H] when relative_attention
+  NormWeights rel_norm;          // when norm_rel_ebd has layer_norm
+  std::optional<ConvWeights> conv;
+
+  // Loads every tensor by its HF name, checking shapes against `config`.
+  // embeddings.position_embeddings is taken when present even without
+  // position_biased_input: the Enhanced Mask Decoder uses it.
+  static absl::StatusOr<EncoderWeights> Load(const ModelConfig& config, WeightStore& store);
+  // Fresh weights as HF's _init_weights draws them (normal(0, initializer_range),
+  // LayerNorm 1/0, biases 0), for training from scratch.
+  static EncoderWeights Init(const ModelConfig& config, torch::ScalarType dtype,
+                             const torch::Device& device);
+  // (HF name, tensor) pairs in HF's state_dict order, "deberta." prefixed.
+  std::vector<std::pair<std::string, torch::Tensor>> Named(const ModelConfig& config) const;
+};
+
+// Input of one forward. All [B, L]; int64; on the model's device.
+struct EncoderInput {
+  torch::Tensor input_ids;
+  torch::Tensor attention_mask;  // 1 for real tokens, 0 for padding
+  torch::Tensor token_type_ids;  // may be undefined (all zero)
+};
+
+class DebertaEncoder {
+ public:
+  struct Options {
+    // Precompute weight-only tensors (normalised relative table, per-layer
+    // position projections, fused QKV). Turn off for training, where they
+    // must be recomputed from the live weights on every step.
+    bool precompute = true;
+  };
+
+  static absl::StatusOr<std::unique_ptr<DebertaEncoder>> Create(const ModelConfig& config,
+                                                                EncoderWeights weights,
+                                                                const Options& options);
+
+  // Runs embeddings and every layer; returns last_hidden_state [B, L, H].
+  // When `hidden_states` is given it receives the embedding output followed
+  // by each layer's output (num_hidden_layers + 1 tensors).
+  torch::Tensor Forward(const EncoderInput& input,
+                        std::vector<torch::Tensor>* hidden_states = nullptr) const;
+
+  // One layer with separate query states (the Enhanced Mask Decoder runs the
+  // last layer with query = positions + hidden): keys/values from `hidden`,
+  // queries and the attention residual from `query_states`. Same length.
+  torch::Tensor LayerForward(int64_t layer, const torch::Tensor& hidden,
+                             const torch::Tensor& query_states,
+                             const torch::Tensor& attention_mask) const;
+
+  const ModelConfig& config() const { return config_; }
+  const EncoderWeights& weights() const { return weights_; }
+  // Mutable access for training (e.g. to set requires_grad); not for
+  // concurrent use with Forward.
+  EncoderWeights& mutable_weights() { return weights_; }
+  torch::Tensor Embed(const EncoderInput& input) const;
+
+ private:
+  struct LayerCache {
+    LinearWeights qkv;        // fused [3H, H]
+    torch::Tensor pos_key;    // [h, 2*span, d], when c2p
+    torch::Tensor pos_query;  // [h, 2*span, d] pre-scaled by 1/sqrt(d*k), when p2c
+  };
+  struct Relative {
+    torch::Tensor index;  // [L, L] int64 rows of the table, shifted by -min_row
+    int64_t min_row = 0;
+    int64_t rows = 0;
+  };
+
+  DebertaEncoder(const ModelConfig& config, EncoderWeights weights, const Options& options);
+  absl::Status Prepare();
+  const LayerWeights& Layer(int64_t index) const;
+  torch::Tensor NormalisedRelEmbeddings() const;
+  LayerCache BuildLayerCache(const LayerWeights& layer, const torch::Tensor& rel) const;
+  Relative BuildRelative(int64_t length, const torch::Device& device) const;
+  torch::Tensor Attention(const LayerWeights& layer, const LayerCache& cache,
+                          const torch::Tensor& hidden, const torch::Tensor* query_states,
+                          const torch::Tensor& mask_bias, const Relative& relative) const;
+  torch::Tensor LayerImpl(int64_t index, const LayerCache& cache, const torch::Tensor& hidden,
+                          const torch::Tensor* query_states, const torch::Tensor& mask_bias,
+                          const Relative& relative) const;
+  torch::Tensor ConvImpl(const torch::Tensor& embedded, const torch::Tensor& layer0_out,
+                         const torch::Tensor& attention_mask) const;
+  torch::Tensor MaskBias(const torch::Tensor& attention_mask, torch::ScalarType dtype) const;
+  std::vector<LayerCache> Caches() const;  // precomputed, or built from live weights
+
+  ModelConfig config_;
+  EncoderWeights weights_;
+  Options options_;
+  RelativePositionMap relative_map_;
+  Activation hidden_act_ = nullptr;
+  Activation conv_act_ = nullptr;
+  int64_t heads_ = 0;
+  int64_t head_size_ = 0;
+  double score_scale_ = 1.0;  // 1 / sqrt(head_size * (1 + #c2p + #p2c))
+  std::vector<LayerCache> caches_;  // when options_.precompute
+};
+
+}  // namespace dserve

@@ -1,0 +1,179 @@
+#include "model/deberta/model.h"
+
+#include <chrono>
+
+#include <torch/torch.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "model/checkpoint/checkpoint_dir.h"
+#include "model/deberta/encoder.h"
+#include "model/deberta/weights.h"
+#include "model/heads/heads.h"
+#include "model/util/logging.h"
+#include "model/util/status_macros.h"
+
+namespace dserve {
+
+struct DebertaModel::Impl {
+  torch::ScalarType dtype = torch::kFloat;
+  torch::Device device = torch::kCPU;
+  std::unique_ptr<DebertaEncoder> encoder;
+  std::optional<ClassificationHead> classification;
+  std::optional<QaHead> qa;
+};
+
+DebertaModel::~DebertaModel() = default;
+
+const DebertaEncoder& DebertaModel::encoder() const { return *impl_->encoder; }
+
+TokenBatch TokenBatch::Pad(const std::vector<std::vector<int64_t>>& rows,
+                           const std::vector<std::vector<int64_t>>& type_rows, int64_t pad_id) {
+  TokenBatch batch;
+  batch.batch_size = static_cast<int64_t>(rows.size());
+  for (const auto& row : rows) batch.length = std::max<int64_t>(batch.length, row.size());
+  const size_t n = static_cast<size_t>(batch.batch_size * batch.length);
+  batch.input_ids.assign(n, pad_id);
+  batch.attention_mask.assign(n, 0);
+  if (!type_rows.empty()) batch.token_type_ids.assign(n, 0);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const size_t base = r * static_cast<size_t>(batch.length);
+    for (size_t j = 0; j < rows[r].size(); ++j) {
+      batch.input_ids[base + j] = rows[r][j];
+      batch.attention_mask[base + j] = 1;
+      if (!type_rows.empty() && j < type_rows[r].size()) batch.token_type_ids[base + j] = type_rows[r][j];
+    }
+  }
+  return batch;
+}
+
+absl::StatusOr<std::shared_ptr<const DebertaModel>> DebertaModel::Load(const std::string& dir,
+                                                                       const ModelOptions& options) {
+  const auto started = std::chrono::steady_clock::now();
+  ASSIGN_OR_RETURN(CheckpointFiles files, ResolveCheckpoint(dir));
+  ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::FromFile(files.config));
+  ASSIGN_OR_RETURN(torch::ScalarType dtype, ParseDType(options.dtype));
+  ASSIGN_OR_RETURN(torch::Device device, ParseDevice(options.device));
+  ASSIGN_OR_RETURN(auto store, WeightStore::Open(files.weights, dtype, device));
+
+  std::shared_ptr<DebertaModel> model(new DebertaModel());
+  model->config_ = config;
+  model->directory_ = dir;
+  model->dtype_name_ = DTypeString(dtype);
+  model->device_name_ = device.str();
+  model->impl_ = std::make_unique<Impl>();
+  model->impl_->dtype = dtype;
+  model->impl_->device = device;
+
+  absl::Status status = absl::OkStatus();
+  auto load = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(EncoderWeights weights, EncoderWeights::Load(config, *store));
+    switch (config.task()) {
+      case Task::kClassify:
+      case Task::kRerank: {
+        ASSIGN_OR_RETURN(auto head, ClassificationHead::Load(config, *store));
+        model->impl_->classification = std::move(head);
+        break;
+      }
+      case Task::kAnswer: {
+        ASSIGN_OR_RETURN(auto head, QaHead::Load(config, *store));
+        model->impl_->qa = std::move(head);
+        break;
+      }
+      default:
+        return absl::InvalidArgumentError(absl::StrCat(
+            files.config, ": task '", TaskName(config.task()),
+            "' cannot be served; architectures must be DebertaV2ForSequenceClassification or "
+            "DebertaV2ForQuestionAnswering (or set dserve.task)"));
+    }
+    ASSIGN_OR_RETURN(model->impl_->encoder,
+                     DebertaEncoder::Create(config, std::move(weights), DebertaEncoder::Options()));
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(TorchCall(absl::StrCat("loading ", dir), [&] {
+    torch::InferenceMode guard;
+    status = load();
+  }));
+  if (!status.ok()) {
+    return absl::Status(status.code(), absl::StrCat(dir, ": ", status.message()));
+  }
+  auto log = Logger("model");
+  std::vector<std::string> unused = store->Unused();
+  if (!unused.empty()) {
+    log->debug("{}: ignoring {} unused tensors: {}", dir, unused.size(), absl::StrJoin(unused, ", "));
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  log->debug("loaded {} ({}, {} layers, hidden {}) as {} on {} in {:.2f}s", dir,
+             TaskName(config.task()), config.num_hidden_layers, config.hidden_size,
+             model->dtype_name_, model->device_name_, seconds);
+  return std::shared_ptr<const DebertaModel>(std::move(model));
+}
+
+absl::StatusOr<HeadOutputs> DebertaModel::Run(const TokenBatch& batch, bool want_hidden) const {
+  const int64_t B = batch.batch_size, L = batch.length;
+  const size_t n = static_cast<size_t>(B * L);
+  if (B <= 0 || L <= 0) return absl::InvalidArgumentError("empty batch");
+  if (batch.input_ids.size() != n || batch.attention_mask.size() != n ||
+      (!batch.token_type_ids.empty() && batch.token_type_ids.size() != n)) {
+    return absl::InvalidArgumentError(absl::StrCat("batch: arrays do not match shape [", B, ", ", L, "]"));
+  }
+  if (config_.position_biased_input && L > config_.max_position_embeddings) {
+    return absl::InvalidArgumentError(absl::StrCat("sequence length ", L, " exceeds max_position_embeddings (",
+                                                   config_.max_position_embeddings, ")"));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t id = batch.input_ids[i];
+    if (id < 0 || id >= config_.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("token id ", id, " at row ", i / L, ", position ", i % L,
+                                                     " is outside the vocabulary [0, ", config_.vocab_size, ")"));
+    }
+  }
+  if (!batch.token_type_ids.empty()) {
+    const int64_t types = std::max<int64_t>(config_.type_vocab_size, 1);
+    for (size_t i = 0; i < n; ++i) {
+      if (batch.token_type_ids[i] < 0 || batch.token_type_ids[i] >= types) {
+        return absl::InvalidArgumentError(absl::StrCat("token_type_id ", batch.token_type_ids[i], " at row ", i / L,
+                                                       " is outside [0, ", types, ")"));
+      }
+    }
+  }
+  HeadOutputs out;
+  out.batch_size = B;
+  out.length = L;
+  RETURN_IF_ERROR(TorchCall("forward", [&] {
+    torch::InferenceMode guard;
+    auto to_device = [&](const std::vector<int64_t>& v) {
+      return torch::from_blob(const_cast<int64_t*>(v.data()), {B, L}, torch::kLong)
+          .to(impl_->device, /*non_blocking=*/false, /*copy=*/true);
+    };
+    EncoderInput input;
+    input.input_ids = to_device(batch.input_ids);
+    input.attention_mask = to_device(batch.attention_mask);
+    if (!batch.token_type_ids.empty() && config_.type_vocab_size > 0) {
+      input.token_type_ids = to_device(batch.token_type_ids);
+    }
+    torch::Tensor hidden = impl_->encoder->Forward(input);
+    auto to_vector = [](const torch::Tensor& t) {
+      auto cpu = t.to(torch::kCPU, torch::kFloat).contiguous();
+      return std::vector<float>(cpu.data_ptr<float>(), cpu.data_ptr<float>() + cpu.numel());
+    };
+    if (impl_->classification) {
+      torch::Tensor logits = impl_->classification->Forward(hidden);
+      out.num_labels = logits.size(1);
+      out.logits = to_vector(logits);
+    }
+    if (impl_->qa) {
+      auto [start, end] = impl_->qa->Forward(hidden);
+      out.start_logits = to_vector(start);
+      out.end_logits = to_vector(end);
+    }
+    if (want_hidden) {
+      out.hidden_size = hidden.size(2);
+      out.hidden = to_vector(hidden);
+    }
+  }));
+  return out;
+}
+
+}  // namespace dserve

@@ -1,0 +1,95 @@
+#include "model/deberta/weights.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "model/deberta/torch_util.h"
+#include "model/util/status_macros.h"
+
+namespace dserve {
+namespace {
+constexpr char kScope[] = "deberta.";
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+}  // namespace
+
+WeightStore::WeightStore(std::vector<std::unique_ptr<SafetensorsFile>> files,
+                         torch::ScalarType dtype, torch::Device device)
+    : files_(std::move(files)), dtype_(dtype), device_(device) {}
+
+absl::StatusOr<std::unique_ptr<WeightStore>> WeightStore::Open(
+    const std::vector<std::string>& paths, torch::ScalarType dtype, torch::Device device) {
+  std::vector<std::unique_ptr<SafetensorsFile>> files;
+  for (const auto& path : paths) {
+    ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open(path));
+    files.push_back(std::move(file));
+  }
+  return std::make_unique<WeightStore>(std::move(files), dtype, device);
+}
+
+const TensorView* WeightStore::Find(const std::string& name) const {
+  std::vector<std::string> candidates = {name};
+  if (absl::StartsWith(name, kScope)) {
+    candidates.push_back(name.substr(sizeof(kScope) - 1));
+  } else {
+    candidates.push_back(kScope + name);
+  }
+  for (const auto& candidate : candidates) {
+    for (const auto& file : files_) {
+      if (const TensorView* view = file->Find(candidate)) return view;
+    }
+  }
+  return nullptr;
+}
+
+bool WeightStore::Has(const std::string& name) const { return Find(name) != nullptr; }
+
+absl::StatusOr<torch::Tensor> WeightStore::GetOptional(const std::string& name,
+                                                       const std::vector<int64_t>& shape) {
+  const TensorView* view = Find(name);
+  if (view == nullptr) return torch::Tensor();
+  used_.insert(view->name);
+  if (!shape.empty() && view->shape != shape) {
+    return absl::InvalidArgumentError(absl::StrCat(Describe(), ": tensor ", view->name, " has shape ",
+                                                   ShapeString(view->shape), ", config expects ",
+                                                   ShapeString(shape)));
+  }
+  return ToTensor(*view, dtype_, device_);
+}
+
+absl::StatusOr<torch::Tensor> WeightStore::Get(const std::string& name,
+                                               const std::vector<int64_t>& shape) {
+  ASSIGN_OR_RETURN(torch::Tensor tensor, GetOptional(name, shape));
+  if (!tensor.defined()) {
+    return absl::NotFoundError(
+        absl::StrCat(Describe(), ": missing tensor ", name, " (also looked for it with and without the '",
+                     kScope, "' prefix)"));
+  }
+  return tensor;
+}
+
+std::vector<std::string> WeightStore::Names() const {
+  std::vector<std::string> names;
+  for (const auto& file : files_) {
+    for (const auto& view : file->tensors()) names.push_back(view.name);
+  }
+  return names;
+}
+
+std::vector<std::string> WeightStore::Unused() const {
+  std::vector<std::string> unused;
+  for (const auto& name : Names()) {
+    if (!used_.count(name)) unused.push_back(name);
+  }
+  return unused;
+}
+
+std::string WeightStore::Describe() const {
+  std::vector<std::string> paths;
+  for (const auto& file : files_) paths.push_back(file->path());
+  return absl::StrJoin(paths, ",");
+}
+
+}  // namespace dserve

@@ -1,0 +1,183 @@
+#include "model/tools/bench_command.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <ostream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "model/checkpoint/model_config.h"
+#include "model/deberta/encoder.h"
+#include "model/deberta/torch_util.h"
+
+namespace dserve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+nlohmann::json ShapeConfig(const std::string& shape) {
+  // REFERENCE §8: the released v3 configs differ only in these sizes.
+  struct Size { const char* name; int hidden, layers, heads, intermediate; };
+  static const Size kSizes[] = {{"v3-xsmall", 384, 12, 6, 1536},
+                                {"v3-small", 768, 6, 12, 3072},
+                                {"v3-base", 768, 12, 12, 3072},
+                                {"v3-large", 1024, 24, 16, 4096}};
+  for (const auto& s : kSizes) {
+    if (shape == s.name) {
+      return {{"model_type", "deberta-v2"}, {"architectures", {"DebertaV2ForSequenceClassification"}},
+              {"vocab_size", 128100}, {"hidden_size", s.hidden}, {"num_hidden_layers", s.layers},
+              {"num_attention_heads", s.heads}, {"intermediate_size", s.intermediate},
+              {"hidden_act", "gelu"}, {"max_position_embeddings", 512}, {"type_vocab_size", 0},
+              {"layer_norm_eps", 1e-7}, {"relative_attention", true}, {"max_relative_positions", -1},
+              {"position_buckets", 256}, {"pos_att_type", {"p2c", "c2p"}}, {"norm_rel_ebd", "layer_norm"},
+              {"share_att_key", true}, {"position_biased_input", false}};
+    }
+  }
+  std::ifstream in(shape);
+  if (!in) return nullptr;
+  return nlohmann::json::parse(in, nullptr, false);
+}
+
+std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown";
+}
+
+std::string CpuFlags() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, flags;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) == 0) {
+      for (const char* f : {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "fma"}) {
+        if (line.find(std::string(" ") + f) != std::string::npos) absl::StrAppend(&flags, flags.empty() ? "" : ",", f);
+      }
+      break;
+    }
+  }
+  return flags;
+}
+
+template <typename Fn>
+double MedianSeconds(int warmup, int repeats, Fn&& fn) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> times;
+  for (int i = 0; i < repeats; ++i) {
+    const auto t0 = Clock::now();
+    fn();
+    times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+double MatmulGflops(torch::ScalarType dtype, int repeats) {
+  torch::InferenceMode guard;
+  const int64_t n = 2048;
+  auto a = torch::randn({n, n}).to(dtype), b = torch::randn({n, n}).to(dtype);
+  const double s = MedianSeconds(1, repeats, [&] { auto c = torch::matmul(a, b); });
+  return 2.0 * n * n * n / s / 1e9;
+}
+
+}  // namespace
+
+double EncoderForwardFlops(int64_t batch, int64_t length, int64_t hidden, int64_t layers,
+                           int64_t intermediate, int64_t relative_rows, int positional_terms) {
+  const double tokens = static_cast<double>(batch) * length;
+  const double dense = 2.0 * tokens * (4.0 * hidden * hidden + 2.0 * hidden * intermediate);
+  const double attention = 2.0 * 2.0 * tokens * length * hidden;  // QK^T and PV
+  const double positional = 2.0 * tokens * relative_rows * hidden * positional_terms;
+  return layers * (dense + attention + positional);
+}
+
+int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostream& err) {
+  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
+  at::set_num_threads(threads);
+  nlohmann::json raw = ShapeConfig(o.shape);
+  if (raw.is_null() || raw.is_discarded()) {
+    err << "dserve bench encoder: unknown shape '" << o.shape
+        << "' (v3-xsmall, v3-small, v3-base, v3-large or a config.json path)\n";
+    return 1;
+  }
+  auto config = ModelConfig::FromJson(raw);
+  if (!config.ok()) {
+    err << "dserve bench encoder: " << config.status().message() << "\n";
+    return 1;
+  }
+  nlohmann::json report = {{"bench", "encoder"},
+                           {"shape", o.shape},
+                           {"batch_size", o.batch_size},
+                           {"length", o.length},
+                           {"repeats", o.repeats},
+                           {"machine", {{"nproc", std::thread::hardware_concurrency()},
+                                        {"threads", threads},
+                                        {"cpu", CpuModel()},
+                                        {"flags", CpuFlags()}}}};
+  RelativePositionMap map(*config);
+  const auto table = map.Build(o.length, o.length);
+  const int terms = (config->has_c2p() ? 1 : 0) + (config->has_p2c() ? 1 : 0);
+  const double flops = EncoderForwardFlops(o.batch_size, o.length, config->hidden_size, config->num_hidden_layers,
+                                           config->intermediate_size, table.max_row - table.min_row + 1, terms);
+  report["gflop_per_forward"] = flops / 1e9;
+  torch::manual_seed(0);
+  for (const auto& dtype_name : o.dtypes) {
+    auto dtype = ParseDType(dtype_name);
+    if (!dtype.ok()) {
+      err << "dserve bench encoder: " << dtype.status().message() << "\n";
+      return 1;
+    }
+    nlohmann::json row;
+    row["matmul_gflops"] = MatmulGflops(*dtype, o.repeats);
+    absl::Status status = TorchCall("bench", [&] {
+      torch::InferenceMode guard;
+      auto weights = EncoderWeights::Init(*config, *dtype, torch::kCPU);
+      auto encoder = DebertaEncoder::Create(*config, std::move(weights), DebertaEncoder::Options());
+      if (!encoder.ok()) throw std::runtime_error(std::string(encoder.status().message()));
+      EncoderInput input;
+      input.input_ids = torch::randint(5, config->vocab_size, {o.batch_size, o.length}, torch::kLong);
+      input.attention_mask = torch::ones({o.batch_size, o.length}, torch::kLong);
+      const double seconds = MedianSeconds(o.warmup, o.repeats, [&] { (*encoder)->Forward(input); });
+      row["median_s"] = seconds;
+      row["sequences_per_s"] = o.batch_size / seconds;
+      row["model_gflops"] = flops / seconds / 1e9;
+      row["mfu_vs_matmul"] = flops / seconds / 1e9 / row["matmul_gflops"].get<double>();
+    });
+    if (!status.ok()) {
+      err << "dserve bench encoder: " << status.message() << "\n";
+      return 1;
+    }
+    report["dtypes"][dtype_name] = row;
+  }
+  if (o.json) {
+    out << report.dump(2) << "\n";
+    return 0;
+  }
+  out << absl::StrFormat("encoder bench: shape %s, batch %d x %d tokens, %d threads, median of %d\n", o.shape,
+                         o.batch_size, o.length, threads, o.repeats);
+  out << absl::StrFormat("machine: nproc %d, cpu %s, flags %s\n", std::thread::hardware_concurrency(), CpuModel(),
+                         CpuFlags());
+  out << absl::StrFormat("model GFLOP per forward: %.1f\n", flops / 1e9);
+  out << absl::StrFormat("%-6s %14s %12s %12s %14s %8s\n", "dtype", "matmul GFLOP/s", "forward s", "seq/s",
+                         "model GFLOP/s", "MFU");
+  for (const auto& dtype_name : o.dtypes) {
+    const auto& r = report["dtypes"][dtype_name];
+    out << absl::StrFormat("%-6s %14.1f %12.4f %12.2f %14.1f %7.1f%%\n", dtype_name, r["matmul_gflops"].get<double>(),
+                           r["median_s"].get<double>(), r["sequences_per_s"].get<double>(),
+                           r["model_gflops"].get<double>(), 100 * r["mfu_vs_matmul"].get<double>());
+  }
+  if (report["dtypes"].contains("fp32") && report["dtypes"].contains("bf16")) {
+    out << absl::StrFormat("bf16 / fp32 throughput: %.2fx\n", report["dtypes"]["fp32"]["median_s"].get<double>() /
+                                                                report["dtypes"]["bf16"]["median_s"].get<double>());
+  }
+  return 0;
+}
+
+}  // namespace dserve

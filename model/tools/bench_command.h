@@ -1,0 +1,32 @@
+// `dserve bench encoder`: encoder throughput on a DeBERTa-v3-shaped model with
+// random weights, beside the machine's measured matmul peak, in one run.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace dserve {
+
+struct EncoderBenchOptions {
+  std::string shape = "v3-base";       // v3-xsmall | v3-small | v3-base | v3-large | path to config.json
+  int batch_size = 8;
+  int length = 128;
+  int repeats = 5;                     // timed forwards per dtype (median reported)
+  int warmup = 1;
+  int threads = 0;                     // intra-op threads; 0 = all cores
+  std::vector<std::string> dtypes = {"fp32", "bf16"};
+  bool json = false;                   // one JSON object instead of a table
+};
+
+// Prints the machine (nproc, CPU model, ISA flags), the matmul GFLOP/s per
+// dtype, and per dtype the median forward time, sequences/s, model GFLOP/s
+// and its share of the matmul peak. Returns the exit code.
+int RunEncoderBench(const EncoderBenchOptions& options, std::ostream& out, std::ostream& err);
+
+// Floating-point operations of one encoder forward (matmuls only), the
+// figure model-FLOP utilisation is computed from.
+double EncoderForwardFlops(int64_t batch, int64_t length, int64_t hidden, int64_t layers,
+                           int64_t intermediate, int64_t relative_rows, int positional_terms);
+
+}  // namespace dserve

@@ -1,0 +1,59 @@
+// `dserve`: server, trainer and tools as subcommands (DESIGN §3).
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+
+#include "model/tools/bench_command.h"
+#include "model/tools/forward_command.h"
+#include "model/tools/tokenize_command.h"
+#include "model/util/logging.h"
+#include "model/util/process.h"
+#include "server/cli/commands.h"
+
+int main(int argc, char** argv) {
+  dserve::TuneMalloc();
+  CLI::App app{"dserve: DeBERTa inference server, trainer and tools"};
+  app.require_subcommand(1);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->capture_default_str();
+
+  // forward
+  dserve::ForwardCommandOptions forward;
+  auto* fwd = app.add_subcommand("forward", "Run a checkpoint on tokenized JSONL (stdin) and print raw head outputs");
+  fwd->add_option("--model", forward.model_dir, "checkpoint directory")->required();
+  fwd->add_option("--batch-size", forward.batch_size, "lines padded and run together")->capture_default_str();
+  fwd->add_option("--dtype", forward.dtype, "fp32|bf16|fp16")->capture_default_str();
+  fwd->add_option("--device", forward.device, "auto|cpu|cuda|cuda:N")->capture_default_str();
+  fwd->add_flag("--hidden", forward.hidden, "also print last_hidden_state");
+
+  // tokenize
+  std::string tokenize_model;
+  auto* tok = app.add_subcommand("tokenize", "Tokenize JSONL {\"text\", \"text_pair\"?} from stdin");
+  tok->add_option("--model", tokenize_model, "directory with spm.model or tokenizer.json")->required();
+
+  // bench
+  auto* bench = app.add_subcommand("bench", "Performance harness");
+  bench->require_subcommand(1);
+  dserve::EncoderBenchOptions encoder_bench;
+  auto* bench_encoder = bench->add_subcommand("encoder", "Encoder throughput vs the machine's matmul peak");
+  bench_encoder->add_option("--shape", encoder_bench.shape, "v3-xsmall|v3-small|v3-base|v3-large|config.json")
+      ->capture_default_str();
+  bench_encoder->add_option("--batch-size", encoder_bench.batch_size)->capture_default_str();
+  bench_encoder->add_option("--length", encoder_bench.length)->capture_default_str();
+  bench_encoder->add_option("--repeats", encoder_bench.repeats)->capture_default_str();
+  bench_encoder->add_option("--threads", encoder_bench.threads, "0 = all cores")->capture_default_str();
+  bench_encoder->add_option("--dtypes", encoder_bench.dtypes, "fp32,bf16")->delimiter(',')->capture_default_str();
+  bench_encoder->add_flag("--json", encoder_bench.json, "print one JSON object");
+
+  dserve::RegisterServerCommands(app);
+
+  CLI11_PARSE(app, argc, argv);
+  dserve::SetLogLevel(log_level);
+
+  if (fwd->parsed()) return dserve::RunForwardCommand(forward, std::cin, std::cout, std::cerr);
+  if (tok->parsed()) return dserve::RunTokenizeCommand(tokenize_model, std::cin, std::cout, std::cerr);
+  if (bench_encoder->parsed()) return dserve::RunEncoderBench(encoder_bench, std::cout, std::cerr);
+  return dserve::RunServerCommands(app);
+}
