@@ -21,6 +21,13 @@ namespace dserve {
 enum class Task { kClassify, kAnswer, kRerank, kMlm, kNone };
 const char* TaskName(Task task);  // "classify", "answer", "rerank", "mlm", "none"
 
+// Activation names accepted for hidden_act, pooler_hidden_act and conv_act
+// (a subset of transformers' ACT2FN): gelu, gelu_new, gelu_fast,
+// gelu_python, relu, tanh, silu, swish, sigmoid, linear. Case-sensitive, as
+// in transformers.
+const std::vector<std::string>& SupportedActivations();
+bool IsSupportedActivation(const std::string& name);
+
 // Extractive-QA settings stored under dserve.qa.
 struct QaSettings {
   int doc_stride = 128;                    // tokens of overlap between windows
@@ -83,6 +90,7 @@ struct ModelConfig {
   // --- derived values (REFERENCE §1) ---
   int64_t num_labels() const { return id2label.empty() ? 2 : static_cast<int64_t>(id2label.size()); }
   int64_t head_size() const;     // attention_head_size or hidden/heads
+  int64_t embedding_dim() const;  // embedding_size, or hidden_size when 0
   int64_t max_relative() const;  // max_relative_positions if >= 1 else max_position_embeddings
   int64_t att_span() const;      // position_buckets if > 0 else max_relative()
   bool has_c2p() const;
@@ -99,10 +107,28 @@ struct ModelConfig {
   int64_t max_sequence_length() const;
 
   // Parses config.json text. Applies defaults, resolves derived fields, then
-  // Validate(). Errors name the field ("config.json: num_attention_heads (5)
-  // does not divide hidden_size (96)").
+  // Validate(). Errors (InvalidArgument) name the field ("config.json:
+  // num_attention_heads (5) does not divide hidden_size (96)").
+  //
+  // Parsing rules beyond transformers' defaults:
+  // - a wrong JSON type is an error ("hidden_size must be an integer, got
+  //   string \"abc\""); null means "absent" for every field;
+  // - pos_att_type: a list, or the legacy "p2c|c2p" string (lowercased,
+  //   split on '|'); duplicates dropped; entries must be c2p or p2c;
+  // - labels: id2label keys are strings of ints and must be 0..N-1; with no
+  //   id2label, num_labels N gives LABEL_0..LABEL_{N-1}; with neither, a
+  //   label2id alone is inverted; otherwise LABEL_0, LABEL_1 (transformers'
+  //   default). num_labels disagreeing with id2label, or label2id disagreeing
+  //   with id2label, is logged (transformers lets id2label win) and ToJson
+  //   writes label2id from id2label;
+  // - dserve.qa accepts only its known keys (a typo would silently change
+  //   answers); other unknown keys, top-level or under "dserve", are kept.
   static absl::StatusOr<ModelConfig> FromJson(const nlohmann::json& json);
   static absl::StatusOr<ModelConfig> FromJsonText(const std::string& text);
+  // Same, with errors prefixed by `source` (a path) instead of "config.json".
+  static absl::StatusOr<ModelConfig> FromJsonText(const std::string& text,
+                                                  const std::string& source);
+  // Errors name `path`; NotFound when it cannot be opened.
   static absl::StatusOr<ModelConfig> FromFile(const std::string& path);
 
   // Checks every field; the error names the field and the allowed values.

@@ -31,7 +31,11 @@ absl::StatusOr<DType> DTypeFromName(std::string_view name);
 size_t DTypeSize(DType dtype);
 
 // One tensor of an open file. `data` points into the mapping and stays valid
-// as long as the SafetensorsFile lives.
+// as long as the SafetensorsFile lives. It is aligned to the element size when
+// the file was written by this writer or by the reference implementation (both
+// pad the header to a multiple of 8 and put larger elements first); a file
+// from elsewhere may give an unaligned pointer, so copy (memcpy) rather than
+// dereference typed pointers when in doubt.
 struct TensorView {
   std::string name;
   DType dtype;
@@ -50,7 +54,10 @@ class SafetensorsFile {
   };
 
   // Maps and validates `path`. Thread-safe to use concurrently afterwards
-  // (read-only).
+  // (read-only). Errors: NotFound (no such file), DataLoss (corrupt content;
+  // the message names the path and, where one is at fault, the tensor),
+  // InvalidArgument (not a regular file), Internal (mmap/stat failure).
+  // Gaps between tensors are tolerated; overlaps are not.
   static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(const std::string& path,
                                                                const Options& options);
   static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(const std::string& path) {
@@ -85,11 +92,20 @@ struct TensorToWrite {
   const void* data = nullptr;
 };
 
-// Writes a safetensors file atomically: a temporary file in the same
-// directory, fsync, rename over `path`, fsync of the directory. Tensors are
-// laid out in the given order, each aligned as the format recommends
-// (header padded with spaces to a multiple of 8). Duplicate names are an error.
+// Writes a safetensors file atomically: a temporary file `path.tmp.XXXXXX` in
+// the same directory, fsync, rename over `path`, fsync of the directory; on
+// failure the temporary file is removed and `path` is untouched. Tensors are
+// laid out contiguously in the given order, stably sorted by element size
+// (largest first) so that each is aligned to its element size (the format
+// forbids gaps, so this is the only way); for a single-dtype file that is the
+// given order. The header is padded with spaces to a multiple of 8. Duplicate
+// or empty names, "__metadata__" as a name, negative dimensions and null data
+// for a non-empty tensor are InvalidArgument errors; I/O errors are Internal.
+// Files load in Python's safetensors / transformers.
 absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                               const std::map<std::string, std::string>& metadata = {});
+
+// fsync(2) on a directory, so that a rename inside it is durable.
+absl::Status FsyncDirectory(const std::string& dir);
 
 }  // namespace dserve

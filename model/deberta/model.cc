@@ -25,6 +25,10 @@ struct DebertaModel::Impl {
 
 DebertaModel::~DebertaModel() = default;
 
+void ConfigureInferenceThread(int threads) {
+  if (threads > 0) at::set_num_threads(threads);
+}
+
 const DebertaEncoder& DebertaModel::encoder() const { return *impl_->encoder; }
 
 TokenBatch TokenBatch::Pad(const std::vector<std::vector<int64_t>>& rows,

@@ -49,6 +49,11 @@ struct HeadOutputs {
   int64_t hidden_size = 0;
 };
 
+// Sets the calling thread up for inference: `threads` intra-op threads on
+// CPU (0 = leave torch's default). Call once at the start of each worker
+// thread; OpenMP's thread count is per calling thread.
+void ConfigureInferenceThread(int threads);
+
 class DebertaModel {
  public:
   // Loads `dir` (config.json, model.safetensors or a sharded index). Errors

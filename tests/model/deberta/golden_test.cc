@@ -50,7 +50,7 @@ void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, 
     ASSERT_LE(diff, kTol + kTol * std::fabs(want[i])) << what << " at " << i << ": got " << got[i]
                                                        << " want " << want[i];
   }
-  RecordProperty(what, std::to_string(worst));
+  ::testing::Test::RecordProperty(what, std::to_string(worst));
 }
 
 TokenBatch Single(const json& c) {

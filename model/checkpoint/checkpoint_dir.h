@@ -1,0 +1,85 @@
+// Checkpoint directories (DESIGN §3): find the files of a Hugging Face / dserve
+// checkpoint, and write one atomically.
+//
+// Layout read:
+//   config.json                       required
+//   model.safetensors                 or
+//   model.safetensors.index.json      {"weight_map": {tensor name: shard file}}
+//   spm.model                         else tokenizer.json; neither is allowed
+//   added_tokens.json                 optional (DeBERTa-v3's [MASK])
+//
+// Layout written: config.json, model.safetensors (metadata {"format": "pt"},
+// which transformers requires), spm.model or tokenizer.json when a tokenizer
+// is given, and any extra JSON files. Torch-free.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "model/checkpoint/model_config.h"
+#include "model/checkpoint/safetensors.h"
+
+namespace dserve {
+
+enum class TokenizerKind { kNone, kSentencePiece, kTokenizerJson };
+
+// The files of one checkpoint directory; all paths are `dir` + "/" + name.
+struct CheckpointFiles {
+  std::string dir;
+  std::string config;                // dir/config.json
+  std::vector<std::string> weights;  // model.safetensors, or the shards in sorted order
+  std::string weight_index;          // model.safetensors.index.json when sharded, else ""
+  // Sharded only: tensor name -> shard path (as listed in `weights`).
+  std::map<std::string, std::string> weight_map;
+  TokenizerKind tokenizer_kind = TokenizerKind::kNone;
+  std::string tokenizer;     // spm.model or tokenizer.json; "" when absent
+  std::string added_tokens;  // added_tokens.json when present, else ""
+};
+
+// Finds the files of the checkpoint in `dir`. Errors name the directory and
+// the missing file: NotFound when `dir` or config.json is missing, or when
+// neither model.safetensors nor model.safetensors.index.json exists (a
+// pytorch_model.bin is mentioned as unsupported); InvalidArgument for a
+// malformed index (not JSON, no "weight_map" object, a shard name that is not
+// a plain file name) and NotFound for a listed shard that is missing. Only
+// checks existence: the files are parsed by their own readers.
+absl::StatusOr<CheckpointFiles> ResolveCheckpoint(const std::string& dir);
+
+// Writes a complete checkpoint directory at `dir`, atomically at the
+// directory level:
+//   1. everything is written into a sibling temp dir `dir.tmp.XXXXXX`
+//      (config.json from config.ToJson(), model.safetensors from `tensors`,
+//      the tokenizer copied from `tokenizer_src` as spm.model, or as
+//      tokenizer.json when the source file is called tokenizer.json, and one
+//      file per entry of `extra_files`, an object name -> JSON, e.g.
+//      {"trainer_state.json": {...}}), each file fsynced, then the temp dir;
+//   2. when `dir` does not exist: rename(temp, dir), fsync the parent;
+//   3. when `dir` exists: it is swapped with the temp dir by
+//      renameat2(RENAME_EXCHANGE) when the filesystem supports it (no window
+//      without `dir`), else renamed aside to `dir.old.XXXXXX` and the temp dir
+//      renamed in; the parent is fsynced and the old copy removed.
+// Crash windows: before the final rename, `dir` is untouched and a
+// `dir.tmp.XXXXXX` may be left behind (incomplete; safe to delete). In the
+// fallback of step 3, a crash between the two renames leaves no `dir`, the old
+// checkpoint complete in `dir.old.XXXXXX` and the new one complete in
+// `dir.tmp.XXXXXX` (rename either back by hand). After the swap, a crash can
+// leave a complete old copy in `dir.old.XXXXXX` or `dir.tmp.XXXXXX` (safe to
+// delete). A failure before the swap removes the temp dir and leaves `dir`
+// as it was; `extra_files` names must be plain file names other than the
+// ones above. Not safe to call concurrently for the same `dir`.
+absl::Status WriteCheckpointDir(const std::string& dir, const ModelConfig& config,
+                                const std::vector<TensorToWrite>& tensors,
+                                const std::string& tokenizer_src,
+                                const nlohmann::json& extra_files = {});
+
+namespace internal {
+// Tests only: disables the RENAME_EXCHANGE path so the fallback runs.
+void SetUseRenameExchangeForTesting(bool enabled);
+}  // namespace internal
+
+}  // namespace dserve
