@@ -1,0 +1,30 @@
+// Bearer-token check for the Inference service (health and reflection stay
+// open). The token is read once at start-up; comparison is constant-time.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace dserve {
+
+class TokenAuth {
+ public:
+  // Reads the first line of `path` (surrounding whitespace trimmed). Empty
+  // file or unreadable -> error naming the file.
+  static absl::StatusOr<TokenAuth> FromFile(const std::string& path);
+  explicit TokenAuth(std::string token) : token_(std::move(token)) {}
+
+  // `authorization` metadata value as sent: must be "Bearer <token>"
+  // (scheme case-insensitive). Time depends only on the lengths.
+  bool Check(absl::string_view authorization) const;
+
+ private:
+  std::string token_;
+};
+
+// Constant-time equality for secrets of possibly different lengths.
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
+
+}  // namespace dserve

@@ -1,0 +1,244 @@
+#include "server/metrics.h"
+
+#include "server/http_exposer.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include <prometheus/collectable.h>
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#ifndef DSERVE_VERSION
+#define DSERVE_VERSION "dev"
+#endif
+
+namespace dserve {
+namespace {
+
+using prometheus::Histogram;
+
+// Latency buckets, seconds: 0.5 ms .. 30 s.
+const Histogram::BucketBoundaries& LatencyBuckets() {
+  static const Histogram::BucketBoundaries b = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                0.25,   0.5,   1,      2.5,   5,    10,    30};
+  return b;
+}
+const Histogram::BucketBoundaries& SizeBuckets() {
+  static const Histogram::BucketBoundaries b = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+  return b;
+}
+const Histogram::BucketBoundaries& TokenBuckets() {
+  static const Histogram::BucketBoundaries b = {16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768};
+  return b;
+}
+
+// process_* metrics as the Prometheus client libraries name them, read from
+// /proc on every scrape.
+class ProcessCollector : public prometheus::Collectable {
+ public:
+  ProcessCollector() : start_time_(ReadStartTime()) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    std::vector<prometheus::MetricFamily> out;
+    double cpu = 0, rss = 0, vsize = 0;
+    ReadStat(&cpu, &rss, &vsize);
+    out.push_back(Single("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
+                         prometheus::MetricType::Counter, cpu));
+    out.push_back(Single("process_resident_memory_bytes", "Resident memory size in bytes.",
+                         prometheus::MetricType::Gauge, rss));
+    out.push_back(Single("process_virtual_memory_bytes", "Virtual memory size in bytes.",
+                         prometheus::MetricType::Gauge, vsize));
+    out.push_back(Single("process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
+                         prometheus::MetricType::Gauge, start_time_));
+    return out;
+  }
+
+ private:
+  static prometheus::MetricFamily Single(const std::string& name, const std::string& help,
+                                         prometheus::MetricType type, double value) {
+    prometheus::MetricFamily family;
+    family.name = name;
+    family.help = help;
+    family.type = type;
+    prometheus::ClientMetric metric;
+    if (type == prometheus::MetricType::Counter) {
+      metric.counter.value = value;
+    } else {
+      metric.gauge.value = value;
+    }
+    family.metric.push_back(metric);
+    return family;
+  }
+
+  // Fields of /proc/self/stat after the command name: utime (14), stime (15),
+  // starttime (22), vsize (23), rss pages (24), 1-based as in proc(5).
+  static std::vector<std::string> StatFields() {
+    std::ifstream in("/proc/self/stat");
+    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t paren = all.rfind(')');
+    std::istringstream rest(paren == std::string::npos ? "" : all.substr(paren + 2));
+    std::vector<std::string> fields = {"pid", "comm"};
+    std::string f;
+    while (rest >> f) fields.push_back(f);
+    return fields;
+  }
+
+  static void ReadStat(double* cpu, double* rss, double* vsize) {
+    const auto fields = StatFields();
+    if (fields.size() < 24) return;
+    const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
+    *cpu = (std::stod(fields[13]) + std::stod(fields[14])) / ticks;
+    *vsize = std::stod(fields[22]);
+    *rss = std::stod(fields[23]) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  }
+
+  static double ReadStartTime() {
+    const auto fields = StatFields();
+    std::ifstream uptime_in("/proc/uptime");
+    double uptime = 0;
+    uptime_in >> uptime;
+    if (fields.size() < 22) return 0;
+    const double started_after_boot = std::stod(fields[21]) / static_cast<double>(sysconf(_SC_CLK_TCK));
+    const double now = static_cast<double>(time(nullptr));
+    return now - uptime + started_after_boot;
+  }
+
+  double start_time_;
+};
+
+}  // namespace
+
+Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  auto& r = *registry_;
+  requests_ = &prometheus::BuildCounter()
+                   .Name("dserve_requests_total")
+                   .Help("RPCs finished, by model, task and gRPC status code.")
+                   .Register(r);
+  request_duration_ = &prometheus::BuildHistogram()
+                           .Name("dserve_request_duration_seconds")
+                           .Help("Time from a call's arrival to its reply.")
+                           .Register(r);
+  queue_duration_ = &prometheus::BuildHistogram()
+                         .Name("dserve_queue_duration_seconds")
+                         .Help("Time an item waited in the batching queue.")
+                         .Register(r);
+  inference_duration_ = &prometheus::BuildHistogram()
+                             .Name("dserve_inference_duration_seconds")
+                             .Help("Time of one batch's forward pass on a worker.")
+                             .Register(r);
+  batch_size_ = &prometheus::BuildHistogram().Name("dserve_batch_size").Help("Items per formed batch.").Register(r);
+  batch_tokens_ = &prometheus::BuildHistogram()
+                       .Name("dserve_batch_tokens")
+                       .Help("Padded tokens per batch (items x longest item).")
+                       .Register(r);
+  batch_real_tokens_ = &prometheus::BuildHistogram()
+                            .Name("dserve_batch_real_tokens")
+                            .Help("Real (unpadded) tokens per batch.")
+                            .Register(r);
+  queue_items_ = &prometheus::BuildGauge().Name("dserve_queue_items").Help("Items waiting in the queue.").Register(r);
+  rejected_ = &prometheus::BuildCounter()
+                   .Name("dserve_rejected_total")
+                   .Help("Items rejected or dropped before compute, by reason.")
+                   .Register(r);
+  tokens_ = &prometheus::BuildCounter()
+                 .Name("dserve_tokens_total")
+                 .Help("Real tokens run through the encoder.")
+                 .Register(r);
+  no_answer_ = &prometheus::BuildCounter()
+                    .Name("dserve_answer_no_answer_total")
+                    .Help("Answer calls that returned no_answer.")
+                    .Register(r);
+  model_info_ = &prometheus::BuildGauge()
+                     .Name("dserve_model_info")
+                     .Help("Models served (value 1), with task, version, device and dtype.")
+                     .Register(r);
+  prometheus::BuildGauge()
+      .Name("dserve_build_info")
+      .Help("Build of this binary (value 1).")
+      .Register(r)
+      .Add({{"version", DSERVE_VERSION}})
+      .Set(1);
+}
+
+Metrics::~Metrics() = default;
+
+std::unique_ptr<Metrics> Metrics::Create() {
+  std::unique_ptr<Metrics> metrics(new Metrics());
+  return metrics;
+}
+
+absl::StatusOr<int> Metrics::Listen(const std::string& listen) {
+  auto exposer = HttpExposer::Start(listen, [this] { return Scrape(); });
+  if (!exposer.ok()) return exposer.status();
+  exposer_ = *std::move(exposer);
+  return exposer_->port();
+}
+
+std::string Metrics::Scrape() const {
+  auto families = registry_->Collect();
+  auto process = ProcessCollector().Collect();
+  families.insert(families.end(), process.begin(), process.end());
+  return prometheus::TextSerializer().Serialize(families);
+}
+
+std::shared_ptr<ModelMetrics> Metrics::ForModel(const std::string& model, const std::string& task,
+                                                const std::string& device, const std::string& dtype,
+                                                const std::string& version) {
+  model_info_->Add({{"model", model}, {"task", task}, {"version", version}, {"device", device}, {"dtype", dtype}})
+      .Set(1);
+  return std::make_shared<ModelMetrics>(this, model, task, device);
+}
+
+void Metrics::OnUnroutedRequest(const std::string& method, const std::string& code) {
+  requests_->Add({{"model", ""}, {"task", method}, {"code", code}}).Increment();
+}
+
+ModelMetrics::ModelMetrics(Metrics* m, const std::string& model, const std::string& task,
+                           const std::string& device)
+    : metrics_(m),
+      model_(model),
+      task_(task),
+      request_duration_(&m->request_duration_->Add({{"model", model}, {"task", task}}, LatencyBuckets())),
+      queue_duration_(&m->queue_duration_->Add({{"model", model}}, LatencyBuckets())),
+      inference_duration_(&m->inference_duration_->Add({{"model", model}, {"device", device}}, LatencyBuckets())),
+      batch_size_(&m->batch_size_->Add({{"model", model}}, SizeBuckets())),
+      batch_tokens_(&m->batch_tokens_->Add({{"model", model}}, TokenBuckets())),
+      batch_real_tokens_(&m->batch_real_tokens_->Add({{"model", model}}, TokenBuckets())),
+      queue_items_(&m->queue_items_->Add({{"model", model}})),
+      tokens_(&m->tokens_->Add({{"model", model}, {"task", task}})),
+      no_answer_(&m->no_answer_->Add({{"model", model}})) {}
+
+void ModelMetrics::OnRequest(const std::string& code, absl::Duration duration, int64_t tokens) {
+  // Label children are cached by the family; Add() with existing labels is a lookup.
+  metrics_->requests_->Add({{"model", model_}, {"task", task_}, {"code", code}}).Increment();
+  request_duration_->Observe(absl::ToDoubleSeconds(duration));
+  if (tokens > 0) tokens_->Increment(static_cast<double>(tokens));
+}
+
+void ModelMetrics::OnInference(absl::Duration duration) {
+  inference_duration_->Observe(absl::ToDoubleSeconds(duration));
+}
+
+void ModelMetrics::OnNoAnswer() { no_answer_->Increment(); }
+
+void ModelMetrics::OnBatch(const BatchStats& stats) {
+  batch_size_->Observe(static_cast<double>(stats.size));
+  batch_tokens_->Observe(static_cast<double>(stats.padded_tokens));
+  batch_real_tokens_->Observe(static_cast<double>(stats.real_tokens));
+  for (const auto& wait : stats.queue_waits) queue_duration_->Observe(absl::ToDoubleSeconds(wait));
+}
+
+void ModelMetrics::OnRejected(RejectReason reason, int64_t count) {
+  metrics_->rejected_->Add({{"model", model_}, {"reason", RejectReasonName(reason)}})
+      .Increment(static_cast<double>(count));
+}
+
+void ModelMetrics::OnQueueDepth(int64_t depth) { queue_items_->Set(static_cast<double>(depth)); }
+
+}  // namespace dserve

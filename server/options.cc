@@ -1,0 +1,135 @@
+#include "server/options.h"
+
+#include <istream>
+#include <set>
+
+#include <CLI/CLI.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+
+namespace dserve {
+namespace {
+
+// CLI11 config formatter for YAML (and so JSON, which YAML 1.2 contains).
+// Scalars and sequences at the top level become option values; `model` may
+// also be a map NAME: DIR.
+class YamlConfig : public CLI::Config {
+ public:
+  std::string to_config(const CLI::App*, bool, bool, std::string) const override {
+    return "";  // writing configs back is not supported
+  }
+
+  std::vector<CLI::ConfigItem> from_config(std::istream& input) const override {
+    YAML::Node root;
+    try {
+      root = YAML::Load(input);
+    } catch (const YAML::Exception& e) {
+      throw CLI::ConversionError(absl::StrCat("--config: not valid YAML/JSON: ", e.what()));
+    }
+    std::vector<CLI::ConfigItem> items;
+    if (!root || root.IsNull()) return items;
+    if (!root.IsMap()) throw CLI::ConversionError("--config: top level must be a mapping of option: value");
+    for (const auto& entry : root) {
+      CLI::ConfigItem item;
+      item.name = absl::StrReplaceAll(entry.first.as<std::string>(), {{"_", "-"}});
+      if (item.name == "models") item.name = "model";
+      const YAML::Node& value = entry.second;
+      if (value.IsSequence()) {
+        for (const auto& v : value) item.inputs.push_back(v.as<std::string>());
+      } else if (value.IsMap()) {
+        for (const auto& kv : value)
+          item.inputs.push_back(absl::StrCat(kv.first.as<std::string>(), "=", kv.second.as<std::string>()));
+      } else {
+        item.inputs.push_back(value.as<std::string>());
+      }
+      items.push_back(std::move(item));
+    }
+    return items;
+  }
+};
+
+}  // namespace
+
+void AddServeFlags(CLI::App* app, ServeOptions* o) {
+  app->config_formatter(std::make_shared<YamlConfig>());
+  app->set_config("--config", "", "YAML or JSON file with the same settings (flags override it)");
+  app->add_option("--model", o->models, "NAME=DIR of a checkpoint to serve (repeatable)");
+  app->add_option("--listen", o->listen, "gRPC address HOST:PORT")->capture_default_str();
+  app->add_option("--metrics-listen", o->metrics_listen, "Prometheus /metrics address; empty disables")
+      ->capture_default_str();
+  app->add_option("--device", o->device, "auto|cpu|cuda|cuda:N")->capture_default_str();
+  app->add_option("--dtype", o->dtype, "fp32|bf16|fp16")->capture_default_str();
+  app->add_option("--workers", o->workers, "worker threads per model (0 = auto)")->capture_default_str();
+  app->add_option("--threads-per-worker", o->threads_per_worker, "intra-op threads per worker (0 = auto)")
+      ->capture_default_str();
+  app->add_option("--max-batch-size", o->max_batch_size, "items per batch")->capture_default_str();
+  app->add_option("--max-batch-tokens", o->max_batch_tokens, "padded tokens per batch")->capture_default_str();
+  app->add_option("--max-queue-delay-us", o->max_queue_delay_us, "longest wait of the oldest item, microseconds")
+      ->capture_default_str();
+  app->add_option("--max-queue-items", o->max_queue_items, "queued items per model before RESOURCE_EXHAUSTED")
+      ->capture_default_str();
+  app->add_option("--packing", o->packing, "length-aware packing (true|false)")->capture_default_str();
+  app->add_option("--drain-timeout-s", o->drain_timeout_s, "seconds in-flight calls get on SIGTERM")
+      ->capture_default_str();
+  app->add_option("--tls-cert", o->tls_cert, "server certificate (PEM)");
+  app->add_option("--tls-key", o->tls_key, "server private key (PEM)");
+  app->add_option("--tls-client-ca", o->tls_client_ca, "CA for client certificates (mTLS)");
+  app->add_option("--auth-token-file", o->auth_token_file, "file holding the bearer token clients must send");
+  app->add_option("--max-message-bytes", o->max_message_bytes, "largest request message, bytes")
+      ->capture_default_str();
+  app->add_option("--max-texts-per-request", o->max_texts_per_request)->capture_default_str();
+  app->add_option("--max-documents-per-request", o->max_documents_per_request)->capture_default_str();
+  app->add_option("--max-contexts-per-request", o->max_contexts_per_request)->capture_default_str();
+  app->add_option("--max-text-bytes", o->max_text_bytes, "largest single text, bytes")->capture_default_str();
+}
+
+absl::StatusOr<std::vector<ModelSpec>> ParseModelSpecs(const std::vector<std::string>& specs) {
+  if (specs.empty()) return absl::InvalidArgumentError("--model: at least one NAME=DIR is required");
+  std::vector<ModelSpec> out;
+  std::set<std::string> names;
+  for (const auto& spec : specs) {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("--model: '", spec, "' is not NAME=DIR"));
+    }
+    ModelSpec m{spec.substr(0, eq), spec.substr(eq + 1)};
+    if (!names.insert(m.name).second) {
+      return absl::InvalidArgumentError(absl::StrCat("--model: name '", m.name, "' given twice"));
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+absl::Status ValidateServeOptions(const ServeOptions& o) {
+  auto positive = [](const char* flag, int64_t v) -> absl::Status {
+    if (v <= 0) return absl::InvalidArgumentError(absl::StrCat(flag, " must be > 0 (got ", v, ")"));
+    return absl::OkStatus();
+  };
+  for (auto [flag, value] : std::initializer_list<std::pair<const char*, int64_t>>{
+           {"--max-batch-size", o.max_batch_size},
+           {"--max-batch-tokens", o.max_batch_tokens},
+           {"--max-queue-items", o.max_queue_items},
+           {"--max-message-bytes", o.max_message_bytes},
+           {"--max-texts-per-request", o.max_texts_per_request},
+           {"--max-documents-per-request", o.max_documents_per_request},
+           {"--max-contexts-per-request", o.max_contexts_per_request},
+           {"--max-text-bytes", o.max_text_bytes}}) {
+    if (auto s = positive(flag, value); !s.ok()) return s;
+  }
+  if (o.max_queue_delay_us < 0) return absl::InvalidArgumentError("--max-queue-delay-us must be >= 0");
+  if (o.workers < 0 || o.threads_per_worker < 0 || o.drain_timeout_s < 0) {
+    return absl::InvalidArgumentError("--workers, --threads-per-worker and --drain-timeout-s must be >= 0");
+  }
+  if (o.tls_cert.empty() != o.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key must be given together");
+  }
+  if (!o.tls_client_ca.empty() && o.tls_cert.empty()) {
+    return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key");
+  }
+  return ParseModelSpecs(o.models).status();
+}
+
+}  // namespace dserve

@@ -1,0 +1,75 @@
+// Settings of `dserve serve`: flags, and the same settings from a YAML or
+// JSON --config file (flags override the file). Torch- and gRPC-free.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace CLI {
+class App;
+}
+
+namespace dserve {
+
+struct ModelSpec {
+  std::string name;
+  std::string dir;
+};
+
+struct ServeOptions {
+  // NAME=DIR per model served. Required, at least one.
+  std::vector<std::string> models;
+  // gRPC listen address. Default 0.0.0.0:5001.
+  std::string listen = "0.0.0.0:5001";
+  // Prometheus /metrics address; empty = no metrics endpoint. Default 0.0.0.0:9090.
+  std::string metrics_listen = "0.0.0.0:9090";
+  // auto | cpu | cuda | cuda:N. Default auto (CUDA when LibTorch has it).
+  std::string device = "auto";
+  // fp32 | bf16 | fp16. Default fp32 (bf16 is faster on AVX512-BF16/AMX CPUs
+  // and on GPUs, and keeps classification argmax on our goldens).
+  std::string dtype = "fp32";
+  // Worker threads per model, each pulling batches; 0 = 1 per model on CPU
+  // (intra-op threads do the parallel work), 2 on CUDA (overlap copies).
+  int workers = 0;
+  // Intra-op (torch) threads per worker on CPU; 0 = cores / workers.
+  int threads_per_worker = 0;
+  // Batching (see server/batching/batch_policy.h for the trade-offs).
+  int64_t max_batch_size = 32;         // items per batch
+  int64_t max_batch_tokens = 8192;     // padded tokens per batch
+  int64_t max_queue_delay_us = 2000;   // oldest item's wait before a batch goes, microseconds
+  int64_t max_queue_items = 1024;      // bounded queue; beyond -> RESOURCE_EXHAUSTED
+  bool packing = true;                 // length-aware packing
+  // Graceful drain on SIGTERM/SIGINT: in-flight calls get this long, seconds. Default 30.
+  int drain_timeout_s = 30;
+  // TLS: server certificate and key (PEM); with tls_client_ca, clients must
+  // present a certificate signed by it (mTLS). All empty = plaintext.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+  // File whose first line is the bearer token clients must send
+  // (`authorization: Bearer TOKEN`); empty = no auth. Health stays open.
+  std::string auth_token_file;
+  // Largest request message, bytes. Default 4 MiB (gRPC's default).
+  int64_t max_message_bytes = 4 << 20;
+  // Request limits (INVALID_ARGUMENT beyond them, naming the limit).
+  int64_t max_texts_per_request = 256;     // Classify texts
+  int64_t max_documents_per_request = 256; // Rerank documents
+  int64_t max_contexts_per_request = 16;   // Answer contexts
+  int64_t max_text_bytes = 1 << 20;        // any single text, bytes (1 MiB)
+  // Log level: trace|debug|info|warn|error.
+  std::string log_level = "info";
+};
+
+// Adds the serve flags to `app` (a subcommand), writing into `options`, and
+// `--config FILE` (YAML or JSON with the same keys, dashes or underscores;
+// `model` may be a list of NAME=DIR or a map NAME: DIR).
+void AddServeFlags(CLI::App* app, ServeOptions* options);
+
+// Splits and checks the parsed options; errors name the flag.
+absl::Status ValidateServeOptions(const ServeOptions& options);
+absl::StatusOr<std::vector<ModelSpec>> ParseModelSpecs(const std::vector<std::string>& specs);
+
+}  // namespace dserve

@@ -1,0 +1,157 @@
+// `dserve serve`: start-up, signal handling and graceful drain.
+#include <signal.h>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server.h>
+#include <grpcpp/server_builder.h>
+
+#include "absl/strings/str_cat.h"
+#include "model/util/logging.h"
+#include "server/cli/commands.h"
+#include "server/metrics.h"
+#include "server/model_registry.h"
+#include "server/options.h"
+#include "server/service.h"
+
+namespace dserve {
+namespace {
+
+ServeOptions& Options() {
+  static ServeOptions options;
+  return options;
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const ServeOptions& o) {
+  if (o.tls_cert.empty()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions ssl;
+  auto cert = ReadFile("--tls-cert", o.tls_cert);
+  if (!cert.ok()) return cert.status();
+  auto key = ReadFile("--tls-key", o.tls_key);
+  if (!key.ok()) return key.status();
+  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  if (!o.tls_client_ca.empty()) {
+    auto ca = ReadFile("--tls-client-ca", o.tls_client_ca);
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *ca;
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
+void SetHealth(grpc::Server* server, const ModelRegistry* registry, bool serving) {
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  if (health == nullptr) return;
+  health->SetServingStatus(serving);  // every service name, "" included
+  health->SetServingStatus("dserve.v1.Inference", serving);
+  if (registry != nullptr) {
+    for (const auto& m : registry->models()) health->SetServingStatus(m->name, serving);
+  }
+}
+
+// Exit codes: 0 clean shutdown, 2 bad settings or a model that cannot load.
+int RunServe(const ServeOptions& options) {
+  auto log = Logger("server");
+  if (absl::Status s = ValidateServeOptions(options); !s.ok()) {
+    std::cerr << "dserve serve: " << s.message() << "\n";
+    return 2;
+  }
+  // Signals go to sigwait below; block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  std::optional<TokenAuth> auth;
+  if (!options.auth_token_file.empty()) {
+    auto token = TokenAuth::FromFile(options.auth_token_file);
+    if (!token.ok()) {
+      std::cerr << "dserve serve: " << token.status().message() << "\n";
+      return 2;
+    }
+    auth = *std::move(token);
+  }
+  auto credentials = Credentials(options);
+  if (!credentials.ok()) {
+    std::cerr << "dserve serve: " << credentials.status().message() << "\n";
+    return 2;
+  }
+  std::unique_ptr<Metrics> metrics = Metrics::Create();
+  if (!options.metrics_listen.empty()) {
+    auto metrics_port = metrics->Listen(options.metrics_listen);
+    if (!metrics_port.ok()) {
+      std::cerr << "dserve serve: --metrics-listen: " << metrics_port.status().message() << "\n";
+      return 2;
+    }
+    log->info("metrics on http://{}/metrics (port {})", options.metrics_listen, *metrics_port);
+    std::cout << "dserve: metrics on port " << *metrics_port << std::endl;
+  }
+
+  auto registry = ModelRegistry::Load(options, metrics.get());
+  if (!registry.ok()) {
+    std::cerr << "dserve serve: cannot load: " << registry.status().message() << "\n";
+    return 2;
+  }
+  InferenceService service(registry->get(), metrics.get(), options, std::move(auth));
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options.listen, *credentials, &port);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    std::cerr << "dserve serve: cannot listen on " << options.listen << "\n";
+    (*registry)->Shutdown(/*drain=*/false, absl::ZeroDuration());
+    return 2;
+  }
+  SetHealth(server.get(), registry->get(), true);
+  // Tests and scripts wait for this line (the port is the bound one, so
+  // --listen 127.0.0.1:0 works).
+  log->info("serving {} models on port {} ({})", (*registry)->models().size(), port,
+            options.tls_cert.empty() ? "plaintext" : "TLS");
+  std::cout << "dserve: listening on port " << port << std::endl;
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  log->info("signal {}: draining (up to {}s)", signal_number, options.drain_timeout_s);
+  SetHealth(server.get(), registry->get(), false);
+  service.StartDraining();
+  (*registry)->Shutdown(/*drain=*/true, absl::Seconds(options.drain_timeout_s));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  server->Wait();
+  log->info("stopped");
+  return 0;
+}
+
+}  // namespace
+
+void RegisterServerCommands(CLI::App& app) {
+  auto* serve = app.add_subcommand("serve", "Serve models over gRPC (classify, answer, rerank)");
+  AddServeFlags(serve, &Options());
+}
+
+int RunServerCommands(CLI::App& app) {
+  if (app.got_subcommand("serve")) return RunServe(Options());
+  std::cerr << "dserve: no subcommand\n";
+  return 2;
+}
+
+}  // namespace dserve

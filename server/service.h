@@ -1,0 +1,54 @@
+// InferenceService: the dserve.v1.Inference gRPC service (callback API).
+//
+// Each handler validates and tokenizes on the gRPC thread, enqueues one item
+// per text / QA window / rerank chunk on the model's WorkerPool, and returns
+// at once (reactions never block). The call finishes on the worker thread
+// that completes its last item, where the outputs are decoded.
+//
+// Thread safety: all methods may run concurrently; the registry is
+// read-only, draining is an atomic flag.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "dserve/v1/inference.grpc.pb.h"
+#include "server/auth.h"
+#include "server/metrics.h"
+#include "server/model_registry.h"
+#include "server/options.h"
+
+namespace dserve {
+
+class InferenceService final : public v1::Inference::CallbackService {
+ public:
+  // Not owned: `registry` and `metrics` must outlive the service.
+  InferenceService(const ModelRegistry* registry, Metrics* metrics, const ServeOptions& options,
+                   std::optional<TokenAuth> auth);
+
+  grpc::ServerUnaryReactor* Classify(grpc::CallbackServerContext* context, const v1::ClassifyRequest* request,
+                                     v1::ClassifyResponse* response) override;
+  grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const v1::AnswerRequest* request,
+                                   v1::AnswerResponse* response) override;
+  grpc::ServerUnaryReactor* Rerank(grpc::CallbackServerContext* context, const v1::RerankRequest* request,
+                                   v1::RerankResponse* response) override;
+  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context, const v1::ListModelsRequest* request,
+                                       v1::ListModelsResponse* response) override;
+
+  // From now on new calls get UNAVAILABLE; calls already accepted finish.
+  void StartDraining() { draining_.store(true); }
+  bool draining() const { return draining_.load(); }
+
+  struct Admission;  // per-call checks shared by the handlers (service.cc)
+
+ private:
+  const ModelRegistry* registry_;
+  Metrics* metrics_;
+  ServeOptions options_;
+  std::optional<TokenAuth> auth_;
+  std::atomic<bool> draining_{false};
+};
+
+}  // namespace dserve

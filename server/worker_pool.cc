@@ -1,0 +1,82 @@
+#include "server/worker_pool.h"
+
+#include "absl/strings/str_cat.h"
+#include "model/util/logging.h"
+#include "server/metrics.h"
+
+namespace dserve {
+
+absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Create(std::shared_ptr<const DebertaModel> model,
+                                                               std::shared_ptr<ModelMetrics> metrics,
+                                                               WorkerPoolOptions options) {
+  if (options.workers < 1) return absl::InvalidArgumentError("workers must be >= 1");
+  std::unique_ptr<WorkerPool> pool(new WorkerPool());
+  pool->model_ = std::move(model);
+  pool->metrics_ = std::move(metrics);
+  options.scheduler.observer = pool->metrics_;
+  auto scheduler = ItemScheduler::Create(std::move(options.scheduler));
+  if (!scheduler.ok()) return scheduler.status();
+  pool->scheduler_ = *std::move(scheduler);
+  for (int i = 0; i < options.workers; ++i) {
+    pool->threads_.emplace_back(&WorkerPool::WorkerLoop, pool.get(), options.threads_per_worker);
+  }
+  return pool;
+}
+
+WorkerPool::~WorkerPool() { Shutdown(/*drain=*/false, absl::ZeroDuration()).IgnoreError(); }
+
+absl::Status WorkerPool::Shutdown(bool drain, absl::Duration timeout) {
+  if (shut_down_) return absl::OkStatus();
+  shut_down_ = true;
+  absl::Status status = scheduler_->Shutdown(drain, timeout);
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  return status;
+}
+
+void WorkerPool::WorkerLoop(int threads) {
+  ConfigureInferenceThread(threads);
+  while (auto batch = scheduler_->NextBatch()) RunBatch(*batch);
+}
+
+void WorkerPool::RunBatch(ItemScheduler::BatchType& batch) {
+  const absl::Time formed = absl::Now();
+  std::vector<std::vector<int64_t>> ids, types;
+  bool any_types = false;
+  for (size_t i = 0; i < batch.size(); ++i) any_types |= !batch.payload(i).type_ids.empty();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    ItemInput& in = batch.payload(i);
+    ids.push_back(std::move(in.ids));
+    if (any_types) {
+      types.push_back(in.type_ids.empty() ? std::vector<int64_t>(ids.back().size(), 0) : std::move(in.type_ids));
+    }
+  }
+  const TokenBatch tokens = TokenBatch::Pad(ids, types, model_->config().pad_token_id);
+  const absl::Time started = absl::Now();
+  absl::StatusOr<HeadOutputs> out = model_->Run(tokens);
+  const absl::Duration inference = absl::Now() - started;
+  if (!out.ok()) {
+    Logger("server")->error("model {}: forward of {} items failed: {}", model_->directory(), batch.size(),
+                            out.status().ToString());
+    batch.FailAll(absl::InternalError(absl::StrCat("forward failed: ", out.status().message())));
+    return;
+  }
+  if (metrics_) metrics_->OnInference(inference);
+  const HeadOutputs& o = *out;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    ItemOutput item;
+    const size_t n = ids[i].size();
+    if (!o.logits.empty()) {
+      item.logits.assign(o.logits.begin() + i * o.num_labels, o.logits.begin() + (i + 1) * o.num_labels);
+    }
+    if (!o.start_logits.empty()) {
+      item.start_logits.assign(o.start_logits.begin() + i * o.length, o.start_logits.begin() + i * o.length + n);
+      item.end_logits.assign(o.end_logits.begin() + i * o.length, o.end_logits.begin() + i * o.length + n);
+    }
+    item.queue_wait = formed - batch.enqueue_time(i);
+    item.inference = inference;
+    batch.Complete(i, std::move(item));
+  }
+}
+
+}  // namespace dserve

@@ -1,0 +1,74 @@
+// WorkerPool: one model's batching scheduler and the worker threads that
+// pull batches from it and run the model. Torch-free interface.
+//
+// Thread safety: Submit may be called from any thread (gRPC threads);
+// Shutdown from one thread (the drain path).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "model/deberta/model.h"
+#include "server/batching/scheduler.h"
+
+namespace dserve {
+
+class ModelMetrics;
+
+// What a worker needs to run one item: its token ids (specials included).
+struct ItemInput {
+  std::vector<int64_t> ids;
+  std::vector<int64_t> type_ids;  // empty = all zero
+};
+
+// Raw head outputs of one item, float32, unpadded.
+struct ItemOutput {
+  std::vector<float> logits;        // classify / rerank: [num_labels]
+  std::vector<float> start_logits;  // answer: [num_tokens]
+  std::vector<float> end_logits;
+  absl::Duration queue_wait;        // time from enqueue to batch formation
+  absl::Duration inference;         // forward pass of the batch carrying it
+};
+
+using ItemScheduler = Scheduler<ItemInput, ItemOutput>;
+using ItemTask = ItemScheduler::TaskType;
+
+struct WorkerPoolOptions {
+  int workers = 1;             // threads pulling batches
+  int threads_per_worker = 1;  // intra-op threads of each (CPU)
+  SchedulerOptions scheduler;
+};
+
+class WorkerPool {
+ public:
+  static absl::StatusOr<std::unique_ptr<WorkerPool>> Create(std::shared_ptr<const DebertaModel> model,
+                                                            std::shared_ptr<ModelMetrics> metrics,
+                                                            WorkerPoolOptions options);
+  ~WorkerPool();  // Shutdown(drain=false) and join
+
+  // All-or-nothing enqueue of one request's items (never blocks).
+  absl::Status Submit(std::vector<ItemTask> tasks) { return scheduler_->EnqueueAll(std::move(tasks)); }
+  // Re-run the batching decision (after a cancel flag was set).
+  void Wake() { scheduler_->Wake(); }
+  // Stops taking work; with `drain`, queued and running items finish first
+  // (up to `timeout`). Joins the workers. Idempotent.
+  absl::Status Shutdown(bool drain, absl::Duration timeout);
+  int64_t queue_depth() const { return scheduler_->queue_depth(); }
+
+ private:
+  WorkerPool() = default;
+  void WorkerLoop(int threads);
+  void RunBatch(ItemScheduler::BatchType& batch);
+
+  std::shared_ptr<const DebertaModel> model_;
+  std::shared_ptr<ModelMetrics> metrics_;
+  std::unique_ptr<ItemScheduler> scheduler_;
+  std::vector<std::thread> threads_;
+  bool shut_down_ = false;
+};
+
+}  // namespace dserve
