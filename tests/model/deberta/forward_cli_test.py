@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""`dserve forward` end to end against the Hugging Face goldens.
+
+usage: forward_cli_test.py DSERVE_BINARY SHARED_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+BINARY = None
+SHARED = None
+TOL = 1e-4
+
+
+def golden_dir(name):
+    return os.path.join(SHARED, "goldens", "model", name)
+
+
+def run_forward(model_dir, lines, *flags):
+    text = "".join(json.dumps(l) + "\n" for l in lines)
+    return subprocess.run([BINARY, "forward", "--model", model_dir, *flags], input=text,
+                          capture_output=True, text=True, timeout=120)
+
+
+def read_golden(name):
+    with open(os.path.join(golden_dir(name), "golden.json")) as f:
+        return json.load(f)
+
+
+def max_abs_diff(a, b):
+    if isinstance(a, list):
+        assert len(a) == len(b), (len(a), len(b))
+        return max([max_abs_diff(x, y) for x, y in zip(a, b)] or [0.0])
+    return abs(a - b)
+
+
+class ForwardCli(unittest.TestCase):
+    def check_golden(self, name, batch_size):
+        golden = read_golden(name)
+        lines = []
+        for case in golden["cases"]:
+            line = {"input_ids": case["input_ids"]}
+            if "token_type_ids" in case:
+                line["token_type_ids"] = case["token_type_ids"]
+            lines.append(line)
+        result = run_forward(golden_dir(name), lines, "--batch-size", str(batch_size), "--hidden")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        outputs = [json.loads(l) for l in result.stdout.splitlines()]
+        self.assertEqual(len(outputs), len(lines))
+        compared = 0
+        for case, out in zip(golden["cases"], outputs):
+            for key in ("logits", "start_logits", "end_logits", "last_hidden_state"):
+                if key in case:
+                    diff = max_abs_diff(out[key], case[key])
+                    self.assertLessEqual(diff, TOL, f"{name} {case['desc']} {key}: {diff}")
+                    compared += 1
+        self.assertGreaterEqual(compared, len(lines))
+
+    def test_goldens_one_at_a_time(self):
+        for name in ("cls_factorized", "qa_c2p_only", "rerank_p2c_nonorm"):
+            self.check_golden(name, 1)
+
+    def test_goldens_padded_batches(self):
+        # Batches of 3 mix lengths 1..100, so most rows are padded.
+        for name in ("cls_factorized", "qa_c2p_only", "rerank_p2c_nonorm"):
+            self.check_golden(name, 3)
+
+    def test_bf16_keeps_argmax(self):
+        golden = read_golden("cls_factorized")
+        lines = [{"input_ids": c["input_ids"]} for c in golden["cases"]]
+        result = run_forward(golden_dir("cls_factorized"), lines, "--dtype", "bf16", "--batch-size", "4")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        for case, line in zip(golden["cases"], result.stdout.splitlines()):
+            got = json.loads(line)["logits"]
+            want = case["logits"]
+            self.assertEqual(got.index(max(got)), want.index(max(want)), case["desc"])
+
+    def test_bad_lines_name_the_line(self):
+        qa = golden_dir("qa_c2p_only")  # vocab 1000, absolute positions up to 128
+        cases = [
+            ([{"input_ids": [1, 2]}, {"input_ids": [1, "x", 2]}], "line 2", "input_ids[1]"),
+            ([{"input_ids": [1, 5000, 2]}], "line 1", "5000"),
+            ([{"input_ids": [1, 2]}, {"input_ids": [1, 2]}, {"input_ids": [5] * 129}], "line 3", "128"),
+            ([{"input_ids": []}], "line 1", "empty"),
+            ([{"tokens": [1]}], "line 1", "input_ids"),
+        ]
+        for lines, where, what in cases:
+            result = run_forward(qa, lines)
+            self.assertNotEqual(result.returncode, 0, lines)
+            self.assertIn(where, result.stderr)
+            self.assertIn(what, result.stderr)
+            self.assertEqual(result.stdout, "", "nothing is printed when a line is bad")
+        result = subprocess.run([BINARY, "forward", "--model", qa], input="not json\n", capture_output=True,
+                                text=True, timeout=60)
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("line 1", result.stderr)
+
+    def test_unloadable_checkpoint_exits_2(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "config.json"), "w") as f:
+                json.dump({"model_type": "deberta-v2", "hidden_size": 96, "num_attention_heads": 5}, f)
+            result = run_forward(d, [{"input_ids": [1, 2]}])
+            self.assertEqual(result.returncode, 2)
+            self.assertIn(d, result.stderr)
+
+
+if __name__ == "__main__":
+    BINARY, SHARED = sys.argv[1], sys.argv[2]
+    unittest.main(argv=[sys.argv[0], "-v"])
