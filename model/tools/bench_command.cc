@@ -7,6 +7,7 @@
 #include <thread>
 
 #include <nlohmann/json.hpp>
+#include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
@@ -66,24 +67,31 @@ std::string CpuFlags() {
   return flags;
 }
 
+void Synchronize(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+// Median wall time of `fn`, the device synchronised around each call.
 template <typename Fn>
-double MedianSeconds(int warmup, int repeats, Fn&& fn) {
+double MedianSeconds(const torch::Device& device, int warmup, int repeats, Fn&& fn) {
   for (int i = 0; i < warmup; ++i) fn();
+  Synchronize(device);
   std::vector<double> times;
   for (int i = 0; i < repeats; ++i) {
     const auto t0 = Clock::now();
     fn();
+    Synchronize(device);
     times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
   }
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
 }
 
-double MatmulGflops(torch::ScalarType dtype, int repeats) {
+double MatmulGflops(torch::ScalarType dtype, const torch::Device& device, int repeats) {
   torch::InferenceMode guard;
-  const int64_t n = 2048;
-  auto a = torch::randn({n, n}).to(dtype), b = torch::randn({n, n}).to(dtype);
-  const double s = MedianSeconds(1, repeats, [&] { auto c = torch::matmul(a, b); });
+  const int64_t n = device.is_cuda() ? 8192 : 2048;
+  auto a = torch::randn({n, n}).to(device, dtype), b = torch::randn({n, n}).to(device, dtype);
+  const double s = MedianSeconds(device, 1, repeats, [&] { auto c = torch::matmul(a, b); });
   return 2.0 * n * n * n / s / 1e9;
 }
 
@@ -101,6 +109,11 @@ double EncoderForwardFlops(int64_t batch, int64_t length, int64_t hidden, int64_
 int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostream& err) {
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
   at::set_num_threads(threads);
+  auto device = ParseDevice(o.device);
+  if (!device.ok()) {
+    err << "dserve bench encoder: " << device.status().message() << "\n";
+    return 1;
+  }
   nlohmann::json raw = ShapeConfig(o.shape);
   if (raw.is_null() || raw.is_discarded()) {
     err << "dserve bench encoder: unknown shape '" << o.shape
@@ -119,6 +132,7 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
                            {"repeats", o.repeats},
                            {"machine", {{"nproc", std::thread::hardware_concurrency()},
                                         {"threads", threads},
+                                        {"device", device->str()},
                                         {"cpu", CpuModel()},
                                         {"flags", CpuFlags()}}}};
   RelativePositionMap map(*config);
@@ -135,16 +149,17 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
       return 1;
     }
     nlohmann::json row;
-    row["matmul_gflops"] = MatmulGflops(*dtype, o.repeats);
+    row["matmul_gflops"] = MatmulGflops(*dtype, *device, o.repeats);
     absl::Status status = TorchCall("bench", [&] {
       torch::InferenceMode guard;
-      auto weights = EncoderWeights::Init(*config, *dtype, torch::kCPU);
+      auto weights = EncoderWeights::Init(*config, *dtype, *device);
       auto encoder = DebertaEncoder::Create(*config, std::move(weights), DebertaEncoder::Options());
       if (!encoder.ok()) throw std::runtime_error(std::string(encoder.status().message()));
       EncoderInput input;
-      input.input_ids = torch::randint(5, config->vocab_size, {o.batch_size, o.length}, torch::kLong);
-      input.attention_mask = torch::ones({o.batch_size, o.length}, torch::kLong);
-      const double seconds = MedianSeconds(o.warmup, o.repeats, [&] { (*encoder)->Forward(input); });
+      const auto ids = torch::TensorOptions().dtype(torch::kLong).device(*device);
+      input.input_ids = torch::randint(5, config->vocab_size, {o.batch_size, o.length}, ids);
+      input.attention_mask = torch::ones({o.batch_size, o.length}, ids);
+      const double seconds = MedianSeconds(*device, o.warmup, o.repeats, [&] { (*encoder)->Forward(input); });
       row["median_s"] = seconds;
       row["sequences_per_s"] = o.batch_size / seconds;
       row["model_gflops"] = flops / seconds / 1e9;
@@ -160,8 +175,8 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
     out << report.dump(2) << "\n";
     return 0;
   }
-  out << absl::StrFormat("encoder bench: shape %s, batch %d x %d tokens, %d threads, median of %d\n", o.shape,
-                         o.batch_size, o.length, threads, o.repeats);
+  out << absl::StrFormat("encoder bench: shape %s, batch %d x %d tokens, device %s, %d threads, median of %d\n",
+                         o.shape, o.batch_size, o.length, device->str(), threads, o.repeats);
   out << absl::StrFormat("machine: nproc %d, cpu %s, flags %s\n", std::thread::hardware_concurrency(), CpuModel(),
                          CpuFlags());
   out << absl::StrFormat("model GFLOP per forward: %.1f\n", flops / 1e9);

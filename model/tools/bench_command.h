@@ -16,6 +16,7 @@ struct EncoderBenchOptions {
   int warmup = 1;
   int threads = 0;                     // intra-op threads; 0 = all cores
   std::vector<std::string> dtypes = {"fp32", "bf16"};
+  std::string device = "cpu";          // cpu | cuda | cuda:N (timings synchronise the device)
   bool json = false;                   // one JSON object instead of a table
 };
 

@@ -7,7 +7,9 @@
 
 #include "model/tools/bench_command.h"
 #include "model/tools/forward_command.h"
+#ifdef DSERVE_HAVE_TOKENIZER
 #include "model/tools/tokenize_command.h"
+#endif
 #include "model/util/logging.h"
 #include "model/util/process.h"
 #include "server/cli/commands.h"
@@ -45,6 +47,7 @@ int main(int argc, char** argv) {
   bench_encoder->add_option("--repeats", encoder_bench.repeats)->capture_default_str();
   bench_encoder->add_option("--threads", encoder_bench.threads, "0 = all cores")->capture_default_str();
   bench_encoder->add_option("--dtypes", encoder_bench.dtypes, "fp32,bf16")->delimiter(',')->capture_default_str();
+  bench_encoder->add_option("--device", encoder_bench.device, "cpu|cuda|cuda:N")->capture_default_str();
   bench_encoder->add_flag("--json", encoder_bench.json, "print one JSON object");
 
   dserve::RegisterServerCommands(app);
@@ -53,7 +56,14 @@ int main(int argc, char** argv) {
   dserve::SetLogLevel(log_level);
 
   if (fwd->parsed()) return dserve::RunForwardCommand(forward, std::cin, std::cout, std::cerr);
-  if (tok->parsed()) return dserve::RunTokenizeCommand(tokenize_model, std::cin, std::cout, std::cerr);
+  if (tok->parsed()) {
+#ifdef DSERVE_HAVE_TOKENIZER
+    return dserve::RunTokenizeCommand(tokenize_model, std::cin, std::cout, std::cerr);
+#else
+    std::cerr << "dserve tokenize: this build has no tokenizer (DSERVE_WITH_TOKENIZER=OFF)\n";
+    return 2;
+#endif
+  }
   if (bench_encoder->parsed()) return dserve::RunEncoderBench(encoder_bench, std::cout, std::cerr);
   return dserve::RunServerCommands(app);
 }

@@ -2,6 +2,7 @@
 // each case alone, then all cases padded into one batch (valid positions
 // only), in fp32 (|diff| <= 1e-4) and bf16 (argmax kept).
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -16,6 +17,12 @@ namespace {
 
 using nlohmann::json;
 constexpr double kTol = 1e-4;
+
+// DSERVE_TEST_DEVICE=cuda runs the parity suite on a GPU (deploy/gpu-check.sh).
+std::string TestDevice() {
+  const char* device = std::getenv("DSERVE_TEST_DEVICE");
+  return device != nullptr && *device != '\0' ? device : "cpu";
+}
 
 std::string GoldenDir(const std::string& name) {
   return std::string(DSERVE_SHARED_DIR) + "/goldens/model/" + name;
@@ -73,7 +80,7 @@ size_t Argmax(const std::vector<float>& v, size_t begin, size_t n) {
 class GoldenTest : public ::testing::TestWithParam<std::string> {
  protected:
   std::shared_ptr<const DebertaModel> Load(const std::string& dtype) {
-    auto model = DebertaModel::Load(GoldenDir(GetParam()), ModelOptions{dtype, "cpu"});
+    auto model = DebertaModel::Load(GoldenDir(GetParam()), ModelOptions{dtype, TestDevice()});
     EXPECT_TRUE(model.ok()) << model.status();
     return model.ok() ? *model : nullptr;
   }
@@ -169,7 +176,7 @@ INSTANTIATE_TEST_SUITE_P(Goldens, GoldenTest,
                          ::testing::Values("cls_factorized", "qa_c2p_only", "rerank_p2c_nonorm"));
 
 TEST(GoldenExtra, SequenceLongerThanBucketRange) {
-  auto model = DebertaModel::Load(GoldenDir("cls_factorized"), ModelOptions{"fp32", "cpu"});
+  auto model = DebertaModel::Load(GoldenDir("cls_factorized"), ModelOptions{"fp32", TestDevice()});
   ASSERT_TRUE(model.ok()) << model.status();
   json golden = ReadGolden("cls_factorized");
   ASSERT_FALSE(golden["extra_cases"].empty());
@@ -183,7 +190,7 @@ TEST(GoldenExtra, SequenceLongerThanBucketRange) {
 }
 
 TEST(GoldenExtra, RejectsIdsOutsideVocabulary) {
-  auto model = DebertaModel::Load(GoldenDir("qa_c2p_only"), ModelOptions{"fp32", "cpu"});
+  auto model = DebertaModel::Load(GoldenDir("qa_c2p_only"), ModelOptions{"fp32", TestDevice()});
   ASSERT_TRUE(model.ok()) << model.status();
   auto out = (*model)->Run(TokenBatch::Pad({{1, 5000, 2}}, {}, 0));
   ASSERT_FALSE(out.ok());

@@ -1,0 +1,301 @@
+#include "model/tokenizer/tokenizer.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "model/tokenizer/hf_tokenizer_json.h"
+#include "model/tokenizer/utf8.h"
+#include "model/util/logging.h"
+#include "model/util/status_macros.h"
+
+namespace dserve {
+
+struct Tokenizer::Segment {
+  std::vector<SpmPiece> tokens;
+  std::vector<std::string> pieces;
+  size_t size() const { return tokens.size(); }
+};
+
+namespace {
+
+// Python's str.isspace() set, which str.lstrip() removes (HF run_qa.py
+// calls question.lstrip()).
+bool IsPythonSpace(char32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
+         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
+         c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+std::string_view PythonLStrip(std::string_view s) {
+  size_t pos = 0;
+  while (pos < s.size()) {
+    char32_t cp;
+    const int n = DecodeUtf8(s, pos, &cp);
+    if (n == 0 || !IsPythonSpace(cp)) break;
+    pos += n;
+  }
+  return s.substr(pos);
+}
+
+int FirstFound(const SpmProcessor& spm, std::initializer_list<std::string_view> names) {
+  for (std::string_view n : names) {
+    if (n.empty()) continue;
+    const int id = spm.PieceToId(n);
+    if (id >= 0) return id;
+  }
+  return -1;
+}
+
+}  // namespace
+
+absl::StatusOr<Truncation> ParseTruncation(std::string_view name) {
+  if (name == "none" || name == "do_not_truncate") return Truncation::kNone;
+  if (name == "longest_first") return Truncation::kLongestFirst;
+  if (name == "only_first") return Truncation::kOnlyFirst;
+  if (name == "only_second") return Truncation::kOnlySecond;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "truncation: unknown value '", std::string(name), "' (none|longest_first|only_first|only_second)"));
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromProcessor(
+    std::unique_ptr<SpmProcessor> processor) {
+  std::unique_ptr<Tokenizer> t(new Tokenizer(std::move(processor)));
+  const SpmProcessor& spm = *t->spm_;
+  const SpmModelSpec& spec = spm.spec();
+  t->cls_id_ = FirstFound(spm, {"[CLS]", spec.bos_piece});
+  t->sep_id_ = FirstFound(spm, {"[SEP]", spec.eos_piece});
+  if (t->cls_id_ < 0 || t->sep_id_ < 0) {
+    return absl::InvalidArgumentError(
+        "tokenizer has no [CLS]/[SEP] (or bos/eos) pieces; DeBERTa needs both");
+  }
+  t->pad_id_ = FirstFound(spm, {"[PAD]", spec.pad_piece});
+  if (t->pad_id_ < 0) t->pad_id_ = 0;  // only ever masked out
+  t->unk_id_ = spm.unk_id();
+  t->mask_id_ = spm.PieceToId(t->mask_piece_);
+  t->vocab_size_ = spm.piece_size();
+  if (t->mask_id_ < 0) t->mask_id_ = t->vocab_size_++;
+  Logger("tokenizer")->debug(
+      "loaded tokenizer: {} pieces, vocab_size {}, [CLS]={} [SEP]={} [PAD]={} [UNK]={} [MASK]={}",
+      spm.piece_size(), t->vocab_size_, t->cls_id_, t->sep_id_, t->pad_id_, t->unk_id_,
+      t->mask_id_);
+  return t;
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromSpmFile(const std::string& path) {
+  ASSIGN_OR_RETURN(auto spm, SpmProcessor::FromFile(path));
+  return FromProcessor(std::move(spm));
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromTokenizerJsonFile(const std::string& path) {
+  ASSIGN_OR_RETURN(SpmModelSpec spec, ReadHfTokenizerJson(path));
+  auto spm = SpmProcessor::FromSpec(std::move(spec));
+  if (!spm.ok()) {
+    return absl::Status(spm.status().code(), absl::StrCat(path, ": ", spm.status().message()));
+  }
+  return FromProcessor(*std::move(spm));
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromDirectory(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const fs::path spm_path = fs::path(dir) / "spm.model";
+  std::error_code ec;
+  if (fs::exists(spm_path, ec)) return FromSpmFile(spm_path.string());
+  const fs::path json_path = fs::path(dir) / "tokenizer.json";
+  if (fs::exists(json_path, ec)) return FromTokenizerJsonFile(json_path.string());
+  return absl::NotFoundError(
+      absl::StrCat("no tokenizer in ", dir, ": expected spm.model or tokenizer.json"));
+}
+
+const std::string& Tokenizer::IdToPiece(int id) const {
+  if (id == mask_id_ && id >= spm_->piece_size()) return mask_piece_;
+  return spm_->IdToPiece(id);
+}
+
+int Tokenizer::PieceToId(std::string_view piece) const {
+  const int id = spm_->PieceToId(piece);
+  if (id < 0 && piece == mask_piece_) return mask_id_;
+  return id;
+}
+
+absl::Status Tokenizer::EncodeSegment(std::string_view text, bool with_pieces,
+                                      Segment* seg) const {
+  return spm_->Encode(text, &seg->tokens, with_pieces ? &seg->pieces : nullptr);
+}
+
+void Tokenizer::AppendSpecial(int id, int type_id, bool with_pieces, Encoding* enc) const {
+  enc->ids.push_back(id);
+  enc->type_ids.push_back(type_id);
+  enc->sequence_ids.push_back(-1);
+  enc->offsets.push_back({0, 0});
+  if (with_pieces) enc->pieces.push_back(IdToPiece(id));
+}
+
+void Tokenizer::AppendSegment(const Segment& seg, size_t n, int seq_id, int type_id,
+                              bool with_pieces, Encoding* enc) const {
+  for (size_t i = 0; i < n; ++i) {
+    const SpmPiece& p = seg.tokens[i];
+    enc->ids.push_back(p.id);
+    enc->type_ids.push_back(type_id);
+    enc->sequence_ids.push_back(static_cast<int8_t>(seq_id));
+    enc->offsets.push_back({p.begin, p.end});
+    if (with_pieces) enc->pieces.push_back(seg.pieces[i]);
+  }
+}
+
+absl::StatusOr<Encoding> Tokenizer::Encode(std::string_view text,
+                                           const EncodeOptions& options) const {
+  Segment a;
+  RETURN_IF_ERROR(EncodeSegment(text, options.return_pieces, &a));
+  size_t n = a.size();
+  if (options.max_length > 0) {
+    if (options.max_length < 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("max_length ", options.max_length, " is below the 2 special tokens"));
+    }
+    const size_t budget = static_cast<size_t>(options.max_length) - 2;
+    if (n > budget) {
+      if (options.truncation == Truncation::kNone || options.truncation == Truncation::kOnlySecond) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "text has ", n + 2, " tokens (with [CLS] and [SEP]), more than max_length ",
+            options.max_length,
+            options.truncation == Truncation::kNone ? " and truncation is off"
+                                                    : "; only_second needs a text pair"));
+      }
+      n = budget;
+    }
+  }
+  Encoding enc;
+  enc.ids.reserve(n + 2);
+  AppendSpecial(cls_id_, 0, options.return_pieces, &enc);
+  AppendSegment(a, n, 0, 0, options.return_pieces, &enc);
+  AppendSpecial(sep_id_, 0, options.return_pieces, &enc);
+  return enc;
+}
+
+absl::StatusOr<Encoding> Tokenizer::EncodePair(std::string_view first, std::string_view second,
+                                               const EncodeOptions& options) const {
+  RETURN_IF_ERROR(ValidateUtf8(first, "text"));
+  RETURN_IF_ERROR(ValidateUtf8(second, "text_pair"));
+  Segment a, b;
+  RETURN_IF_ERROR(EncodeSegment(first, options.return_pieces, &a));
+  RETURN_IF_ERROR(EncodeSegment(second, options.return_pieces, &b));
+  size_t na = a.size(), nb = b.size();
+  if (options.max_length > 0) {
+    if (options.max_length < 3) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("max_length ", options.max_length, " is below the 3 special tokens"));
+    }
+    const size_t budget = static_cast<size_t>(options.max_length) - 3;
+    if (na + nb > budget) {
+      const size_t to_remove = na + nb - budget;
+      auto too_long = [&](std::string_view why) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "text pair has ", na + nb + 3, " tokens (with specials), more than max_length ",
+            options.max_length, std::string(why)));
+      };
+      switch (options.truncation) {
+        case Truncation::kNone:
+          return too_long(" and truncation is off");
+        case Truncation::kOnlyFirst:
+          // As HF tokenizers: the truncated text must keep at least one token.
+          if (na <= to_remove) return too_long("; only_first cannot trim the first text enough");
+          na -= to_remove;
+          break;
+        case Truncation::kOnlySecond:
+          if (nb <= to_remove) return too_long("; only_second cannot trim the second text enough");
+          nb -= to_remove;
+          break;
+        case Truncation::kLongestFirst: {
+          // HF tokenizers (Rust) TruncationStrategy::LongestFirst.
+          size_t n1 = na, n2 = nb;
+          const bool swap = n1 > n2;
+          if (swap) std::swap(n1, n2);
+          if (n1 > budget) {
+            n2 = n1;
+          } else {
+            n2 = std::max(n1, budget - n1);
+          }
+          if (n1 + n2 > budget) {
+            n1 = budget / 2;
+            n2 = n1 + budget % 2;
+          }
+          if (swap) std::swap(n1, n2);
+          na = std::min(na, n1);
+          nb = std::min(nb, n2);
+          break;
+        }
+      }
+    }
+  }
+  Encoding enc;
+  enc.ids.reserve(na + nb + 3);
+  AppendSpecial(cls_id_, 0, options.return_pieces, &enc);
+  AppendSegment(a, na, 0, 0, options.return_pieces, &enc);
+  AppendSpecial(sep_id_, 0, options.return_pieces, &enc);
+  AppendSegment(b, nb, 1, 1, options.return_pieces, &enc);
+  AppendSpecial(sep_id_, 1, options.return_pieces, &enc);
+  return enc;
+}
+
+absl::StatusOr<std::vector<Window>> Tokenizer::EncodePairWindows(std::string_view first,
+                                                                 std::string_view second,
+                                                                 int max_length,
+                                                                 int stride) const {
+  if (stride < 0) return absl::InvalidArgumentError(absl::StrCat("stride ", stride, " is negative"));
+  Segment a, b;
+  RETURN_IF_ERROR(EncodeSegment(first, false, &a));
+  RETURN_IF_ERROR(EncodeSegment(second, false, &b));
+  const int64_t budget = static_cast<int64_t>(max_length) - 3 - static_cast<int64_t>(a.size());
+  if (budget <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "first text has ", a.size(), " tokens; with 3 special tokens it leaves no room in max_length ",
+        max_length));
+  }
+  const int64_t n = static_cast<int64_t>(b.size());
+  if (n > budget && stride >= budget) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "stride ", stride, " must be smaller than the ", budget,
+        " tokens left for the second text in max_length ", max_length));
+  }
+  std::vector<Window> windows;
+  int64_t start = 0;
+  while (true) {
+    const int64_t stop = std::min(start + budget, n);
+    Window w;
+    const size_t len = a.size() + static_cast<size_t>(stop - start) + 3;
+    w.ids.reserve(len);
+    w.type_ids.reserve(len);
+    w.sequence_ids.reserve(len);
+    w.second_offsets.reserve(len);
+    auto push = [&w](int id, int type, int seq, std::optional<ByteSpan> off) {
+      w.ids.push_back(id);
+      w.type_ids.push_back(type);
+      w.sequence_ids.push_back(static_cast<int8_t>(seq));
+      w.second_offsets.push_back(off);
+    };
+    push(cls_id_, 0, -1, std::nullopt);
+    for (const SpmPiece& p : a.tokens) push(p.id, 0, 0, std::nullopt);
+    push(sep_id_, 0, -1, std::nullopt);
+    for (int64_t i = start; i < stop; ++i) {
+      const SpmPiece& p = b.tokens[i];
+      push(p.id, 1, 1, ByteSpan{p.begin, p.end});
+    }
+    push(sep_id_, 1, -1, std::nullopt);
+    w.second_token_begin = static_cast<int>(start);
+    w.second_token_end = static_cast<int>(stop);
+    windows.push_back(std::move(w));
+    if (stop >= n) break;
+    start += budget - stride;
+  }
+  return windows;
+}
+
+absl::StatusOr<std::vector<Window>> Tokenizer::EncodeQuestionContextWindows(
+    std::string_view question, std::string_view context, int max_length, int doc_stride) const {
+  RETURN_IF_ERROR(ValidateUtf8(question, "question"));
+  RETURN_IF_ERROR(ValidateUtf8(context, "context"));
+  return EncodePairWindows(PythonLStrip(question), context, max_length, doc_stride);
+}
+
+}  // namespace dserve

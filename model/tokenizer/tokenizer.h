@@ -1,0 +1,161 @@
+// DeBERTa-level tokenizer: SentencePiece Unigram encoding plus the special
+// tokens, pair layout, truncation and sliding windows that DeBERTa-v2/v3
+// models expect (Hugging Face DebertaV2Tokenizer(Fast) conventions).
+//
+// Layout: single text  [CLS] a [SEP]            token_type_ids 0...0
+//         pair         [CLS] a [SEP] b [SEP]    0 for [CLS] a [SEP], 1 for b [SEP]
+//
+// Units: lengths are in tokens and include the special tokens; offsets are
+// UTF-8 byte offsets [begin, end) into the ORIGINAL text of the token's own
+// segment (the first text for sequence 0, the second for sequence 1), as
+// libsentencepiece reports them; special tokens get {0, 0}. Use
+// CodepointIndex (utf8.h) to turn them into Unicode code-point offsets.
+//
+// Ownership and threading: a Tokenizer is immutable after creation; every
+// method is const and safe to call from many threads at once. Share one
+// instance (e.g. std::shared_ptr<const Tokenizer>) per model.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "model/tokenizer/spm_processor.h"
+
+namespace dserve {
+
+struct ByteSpan {
+  uint32_t begin = 0;
+  uint32_t end = 0;
+  bool operator==(const ByteSpan& o) const { return begin == o.begin && end == o.end; }
+};
+
+enum class Truncation {
+  kNone,          // too long -> InvalidArgument naming the length and the limit
+  kLongestFirst,  // trim the longer text first (HF tokenizers' algorithm)
+  kOnlyFirst,     // trim only the first text
+  kOnlySecond,    // trim only the second text (a single text that is too
+                  // long is an error)
+};
+// kOnlyFirst/kOnlySecond fail (InvalidArgument) when the chosen text would
+// have to lose all its tokens, as Hugging Face tokenizers do.
+
+// "none" | "longest_first" | "only_first" | "only_second".
+absl::StatusOr<Truncation> ParseTruncation(std::string_view name);
+
+struct EncodeOptions {
+  // Maximum number of tokens, specials included; 0 means no limit.
+  int max_length = 512;
+  Truncation truncation = Truncation::kNone;
+  // Also fill Encoding::pieces (costs one string per token).
+  bool return_pieces = false;
+};
+
+struct Encoding {
+  std::vector<int32_t> ids;
+  std::vector<int32_t> type_ids;     // token_type_ids
+  std::vector<int8_t> sequence_ids;  // 0 first text, 1 second text, -1 special
+  std::vector<ByteSpan> offsets;     // into the token's own text; {0,0} for specials
+  std::vector<std::string> pieces;   // only with EncodeOptions::return_pieces
+  size_t size() const { return ids.size(); }
+};
+
+// One window of a (first, second) pair whose second text is split with
+// overlap: [CLS] first [SEP] second[k..k+n) [SEP].
+struct Window {
+  std::vector<int32_t> ids;
+  std::vector<int32_t> type_ids;
+  std::vector<int8_t> sequence_ids;  // 0 first, 1 second, -1 special
+  // Byte range in the SECOND text for its tokens; nullopt for the first
+  // text's tokens and for specials (HF sets these offsets to None).
+  std::vector<std::optional<ByteSpan>> second_offsets;
+  // Which tokens of the second text's full encoding this window holds:
+  // [second_token_begin, second_token_end).
+  int second_token_begin = 0;
+  int second_token_end = 0;
+};
+
+class Tokenizer {
+ public:
+  // `dir`/spm.model, else `dir`/tokenizer.json (Hugging Face Unigram).
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromDirectory(const std::string& dir);
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromSpmFile(const std::string& path);
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromTokenizerJsonFile(const std::string& path);
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromProcessor(
+      std::unique_ptr<SpmProcessor> processor);
+
+  // Raw SentencePiece encoding (no specials). See SpmProcessor::Encode.
+  absl::Status EncodeRaw(std::string_view text, std::vector<SpmPiece>* out,
+                         std::vector<std::string>* pieces = nullptr) const {
+    return spm_->Encode(text, out, pieces);
+  }
+
+  // [CLS] text [SEP].
+  absl::StatusOr<Encoding> Encode(std::string_view text, const EncodeOptions& options) const;
+  // [CLS] first [SEP] second [SEP].
+  absl::StatusOr<Encoding> EncodePair(std::string_view first, std::string_view second,
+                                      const EncodeOptions& options) const;
+
+  // Splits `second` into windows so that each window, with [CLS] first [SEP]
+  // ... [SEP], has at most `max_length` tokens; consecutive windows share
+  // `stride` tokens of `second` (Hugging Face `stride` / `doc_stride`
+  // semantics: overlap, not step). `first` is never truncated. A `second`
+  // that fits gives one window; an empty one gives one window without
+  // second-text tokens. Errors (InvalidArgument): `first` leaves no room
+  // for `second`, or stride >= the room left.
+  absl::StatusOr<std::vector<Window>> EncodePairWindows(std::string_view first,
+                                                        std::string_view second,
+                                                        int max_length, int stride) const;
+
+  // HF run_qa.py features: the question is left-stripped of whitespace,
+  // then EncodePairWindows(question, context, max_length, doc_stride).
+  absl::StatusOr<std::vector<Window>> EncodeQuestionContextWindows(std::string_view question,
+                                                                   std::string_view context,
+                                                                   int max_length,
+                                                                   int doc_stride) const;
+  // Rerank chunking of a long document: windows of (query, document).
+  absl::StatusOr<std::vector<Window>> EncodeQueryDocumentChunks(std::string_view query,
+                                                                std::string_view document,
+                                                                int max_length,
+                                                                int stride) const {
+    return EncodePairWindows(query, document, max_length, stride);
+  }
+
+  int cls_id() const { return cls_id_; }
+  int sep_id() const { return sep_id_; }
+  int pad_id() const { return pad_id_; }
+  int unk_id() const { return unk_id_; }
+  // The model's [MASK] piece, or piece_size() when it has none (added right
+  // after the SentencePiece vocabulary, as DeBERTa-v3 does: 128000).
+  int mask_id() const { return mask_id_; }
+  // Number of token ids: SentencePiece pieces, plus [MASK] when added.
+  int vocab_size() const { return vocab_size_; }
+  // Empty string for ids out of range.
+  const std::string& IdToPiece(int id) const;
+  // Id of `piece`, or -1 if unknown.
+  int PieceToId(std::string_view piece) const;
+
+  const SpmProcessor& spm() const { return *spm_; }
+
+ private:
+  explicit Tokenizer(std::unique_ptr<SpmProcessor> spm) : spm_(std::move(spm)) {}
+
+  // One text's raw SentencePiece encoding.
+  struct Segment;
+  absl::Status EncodeSegment(std::string_view text, bool with_pieces, Segment* seg) const;
+  void AppendSpecial(int id, int type_id, bool with_pieces, Encoding* enc) const;
+  void AppendSegment(const Segment& seg, size_t n, int seq_id, int type_id, bool with_pieces,
+                     Encoding* enc) const;
+
+  std::unique_ptr<SpmProcessor> spm_;
+  int cls_id_ = -1, sep_id_ = -1, pad_id_ = -1, unk_id_ = -1, mask_id_ = -1;
+  int vocab_size_ = 0;
+  std::string mask_piece_ = "[MASK]";
+};
+
+}  // namespace dserve
