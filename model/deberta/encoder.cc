@@ -53,8 +53,12 @@ absl::StatusOr<EncoderWeights> EncoderWeights::Load(const ModelConfig& c, Weight
     ASSIGN_OR_RETURN(emb.position, store.Get("deberta.embeddings.position_embeddings.weight",
                                              {c.max_position_embeddings, E}));
   } else {
-    ASSIGN_OR_RETURN(emb.position, store.GetOptional("deberta.embeddings.position_embeddings.weight",
-                                                     {c.max_position_embeddings, E}));
+    // Unused by the encoder here (the EMD of MLM training adds it); Hub v3
+    // files may carry one of another shape, which HF ignores too.
+    ASSIGN_OR_RETURN(emb.position, store.GetOptional("deberta.embeddings.position_embeddings.weight"));
+    if (emb.position.defined() && emb.position.sizes() != torch::IntArrayRef({c.max_position_embeddings, E})) {
+      emb.position = torch::Tensor();
+    }
   }
   if (c.type_vocab_size > 0) {
     ASSIGN_OR_RETURN(emb.token_type, store.Get("deberta.embeddings.token_type_embeddings.weight",
