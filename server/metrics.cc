@@ -212,7 +212,13 @@ ModelMetrics::ModelMetrics(Metrics* m, const std::string& model, const std::stri
       batch_real_tokens_(&m->batch_real_tokens_->Add({{"model", model}}, TokenBuckets())),
       queue_items_(&m->queue_items_->Add({{"model", model}})),
       tokens_(&m->tokens_->Add({{"model", model}, {"task", task}})),
-      no_answer_(&m->no_answer_->Add({{"model", model}})) {}
+      no_answer_(task == "answer" ? &m->no_answer_->Add({{"model", model}}) : nullptr) {
+  // Every reason at 0 from the start, so rate() and alerts see the series.
+  for (RejectReason reason : {RejectReason::kQueueFull, RejectReason::kDeadline, RejectReason::kCancelled,
+                              RejectReason::kDraining}) {
+    m->rejected_->Add({{"model", model}, {"reason", RejectReasonName(reason)}});
+  }
+}
 
 void ModelMetrics::OnRequest(const std::string& code, absl::Duration duration, int64_t tokens) {
   // Label children are cached by the family; Add() with existing labels is a lookup.
@@ -225,7 +231,9 @@ void ModelMetrics::OnInference(absl::Duration duration) {
   inference_duration_->Observe(absl::ToDoubleSeconds(duration));
 }
 
-void ModelMetrics::OnNoAnswer() { no_answer_->Increment(); }
+void ModelMetrics::OnNoAnswer() {
+  if (no_answer_ != nullptr) no_answer_->Increment();
+}
 
 void ModelMetrics::OnBatch(const BatchStats& stats) {
   batch_size_->Observe(static_cast<double>(stats.size));

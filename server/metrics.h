@@ -54,7 +54,7 @@ class ModelMetrics : public SchedulerObserver {
   prometheus::Histogram* batch_real_tokens_;
   prometheus::Gauge* queue_items_;
   prometheus::Counter* tokens_;
-  prometheus::Counter* no_answer_;
+  prometheus::Counter* no_answer_;  // answer models only
 };
 
 class Metrics {

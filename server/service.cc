@@ -7,8 +7,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include <grpcpp/support/byte_buffer.h>
+
+#include "model/tokenizer/utf8.h"
 #include "model/util/logging.h"
 #include "server/pipelines/decode.h"
+#include "server/proto/raw_requests.pb.h"
 
 namespace dserve {
 namespace {
@@ -99,6 +103,48 @@ absl::Status InField(absl::string_view field, const absl::Status& s) {
   return absl::Status(s.code(), absl::StrCat(field, ": ", s.message()));
 }
 
+// The first field of `raw` (a *Bytes mirror) that is not valid UTF-8, as
+// INVALID_ARGUMENT naming the field, the index and the byte.
+absl::Status FindInvalidUtf8(const google::protobuf::Message& raw) {
+  const auto* descriptor = raw.GetDescriptor();
+  const auto* reflection = raw.GetReflection();
+  for (int f = 0; f < descriptor->field_count(); ++f) {
+    const auto* field = descriptor->field(f);
+    std::string scratch;
+    if (field->is_repeated()) {
+      for (int i = 0; i < reflection->FieldSize(raw, field); ++i) {
+        const std::string& value = reflection->GetRepeatedStringReference(raw, field, i, &scratch);
+        absl::Status s = ValidateUtf8(value, absl::StrCat(field->name(), "[", i, "]"));
+        if (!s.ok()) return s;
+      }
+    } else {
+      const std::string& value = reflection->GetStringReference(raw, field, &scratch);
+      absl::Status s = ValidateUtf8(value, field->name());
+      if (!s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Parses a raw request. A request protobuf rejects is parsed again as its
+// bytes mirror to name the field holding invalid UTF-8.
+template <typename Request, typename Mirror>
+absl::StatusOr<std::unique_ptr<Request>> ParseRequest(const grpc::ByteBuffer* buffer) {
+  std::vector<grpc::Slice> slices;
+  if (!buffer->Dump(&slices).ok()) return absl::InvalidArgumentError("request: unreadable message");
+  std::string bytes;
+  bytes.reserve(buffer->Length());
+  for (const auto& slice : slices) bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  auto request = std::make_unique<Request>();
+  if (request->ParseFromString(bytes)) return request;
+  Mirror mirror;
+  if (mirror.ParseFromString(bytes)) {
+    absl::Status s = FindInvalidUtf8(mirror);
+    if (!s.ok()) return s;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("request: not a valid ", Request::descriptor()->full_name()));
+}
+
 // Overlap between windows: the checkpoint's doc_stride, but at most half of
 // the room the first text leaves, so every window advances.
 absl::StatusOr<int> WindowStride(const ServedModel& m, absl::string_view field, const std::string& first) {
@@ -119,8 +165,8 @@ absl::StatusOr<int> WindowStride(const ServedModel& m, absl::string_view field, 
 // fails, or on the worker thread that completes the last item.
 class ModelCall : public grpc::ServerUnaryReactor {
  public:
-  ModelCall(grpc::CallbackServerContext* ctx, const ServedModel* model)
-      : ctx_(ctx), model_(model), id_(RequestId(ctx)), started_(absl::Now()),
+  ModelCall(grpc::CallbackServerContext* ctx, const ServedModel* model, grpc::ByteBuffer* response_buffer)
+      : ctx_(ctx), model_(model), response_buffer_(response_buffer), id_(RequestId(ctx)), started_(absl::Now()),
         cancelled_(std::make_shared<std::atomic<bool>>(false)) {
     ctx_->AddTrailingMetadata(kRequestIdKey, id_);
   }
@@ -155,6 +201,8 @@ class ModelCall : public grpc::ServerUnaryReactor {
  protected:
   // Builds the response from outputs_ once every item succeeded.
   virtual absl::Status Decode() = 0;
+  // The response Decode() built; serialised into the raw reply.
+  virtual const google::protobuf::Message& response() const = 0;
 
   void FillUsageAndTiming(v1::Usage* usage, v1::Timing* timing) const {
     usage->set_tokens(static_cast<uint64_t>(tokens_));
@@ -191,7 +239,12 @@ class ModelCall : public grpc::ServerUnaryReactor {
     End(status);
   }
 
-  void End(const absl::Status& status) {
+  void End(absl::Status status) {
+    if (status.ok()) {
+      bool own = false;
+      grpc::Status s = grpc::SerializationTraits<google::protobuf::Message>::Serialize(response(), response_buffer_, &own);
+      if (!s.ok()) status = absl::InternalError(absl::StrCat("serialising the response: ", s.error_message()));
+    }
     model_->metrics->OnRequest(CodeName(status), absl::Now() - started_, status.ok() ? tokens_ : 0);
     if (status.code() == absl::StatusCode::kInternal) {
       Logger("server")->error("request {}: model {}: {}", id_, model_->name, status.ToString());
@@ -201,6 +254,7 @@ class ModelCall : public grpc::ServerUnaryReactor {
 
   grpc::CallbackServerContext* ctx_;
   const ServedModel* model_;
+  grpc::ByteBuffer* response_buffer_;
   const std::string id_;
   const absl::Time started_;
   const std::shared_ptr<std::atomic<bool>> cancelled_;
@@ -212,9 +266,10 @@ class ModelCall : public grpc::ServerUnaryReactor {
 
 class ClassifyCall final : public ModelCall {
  public:
-  ClassifyCall(grpc::CallbackServerContext* ctx, const ServedModel* m, const v1::ClassifyRequest* request,
-               v1::ClassifyResponse* response, std::vector<bool> truncated)
-      : ModelCall(ctx, m), request_(request), response_(response), truncated_(std::move(truncated)) {}
+  ClassifyCall(grpc::CallbackServerContext* ctx, const ServedModel* m, std::unique_ptr<v1::ClassifyRequest> request,
+               grpc::ByteBuffer* response, std::vector<bool> truncated, std::vector<uint32_t> tokens)
+      : ModelCall(ctx, m, response), request_(std::move(request)), truncated_(std::move(truncated)),
+        tokens_(std::move(tokens)) {}
 
  private:
   absl::Status Decode() override {
@@ -229,29 +284,32 @@ class ClassifyCall final : public ModelCall {
     for (size_t i = 0; i < outputs_.size(); ++i) {
       auto labels = DecodeClassification(outputs_[i].logits, model().labels, options);
       if (!labels.ok()) return labels.status();
-      v1::Classification* result = response_->add_results();
+      v1::Classification* result = response_.add_results();
       for (const ScoredLabel& l : *labels) {
         v1::LabelScore* ls = result->add_labels();
         ls->set_label(l.label);
         ls->set_score(l.score);
       }
       result->set_truncated(truncated_[i]);
+      result->set_tokens(tokens_[i]);
     }
-    response_->set_model(model().name);
-    FillUsageAndTiming(response_->mutable_usage(), response_->mutable_timing());
+    response_.set_model(model().name);
+    FillUsageAndTiming(response_.mutable_usage(), response_.mutable_timing());
     return absl::OkStatus();
   }
+  const google::protobuf::Message& response() const override { return response_; }
 
-  const v1::ClassifyRequest* request_;
-  v1::ClassifyResponse* response_;
+  std::unique_ptr<v1::ClassifyRequest> request_;
+  v1::ClassifyResponse response_;
   std::vector<bool> truncated_;
+  std::vector<uint32_t> tokens_;
 };
 
 class AnswerCall final : public ModelCall {
  public:
-  AnswerCall(grpc::CallbackServerContext* ctx, const ServedModel* m, const v1::AnswerRequest* request,
-             v1::AnswerResponse* response, std::vector<Window> windows, std::vector<uint32_t> window_context)
-      : ModelCall(ctx, m), request_(request), response_(response), windows_(std::move(windows)),
+  AnswerCall(grpc::CallbackServerContext* ctx, const ServedModel* m, std::unique_ptr<v1::AnswerRequest> request,
+             grpc::ByteBuffer* response, std::vector<Window> windows, std::vector<uint32_t> window_context)
+      : ModelCall(ctx, m, response), request_(std::move(request)), windows_(std::move(windows)),
         window_context_(std::move(window_context)) {}
 
  private:
@@ -277,7 +335,7 @@ class AnswerCall final : public ModelCall {
     auto result = DecodeAnswer(windows, contexts, options);
     if (!result.ok()) return result.status();
     for (const QaAnswer& a : result->answers) {
-      v1::Answer* answer = response_->add_answers();
+      v1::Answer* answer = response_.add_answers();
       answer->set_text(a.text);
       answer->set_context_index(a.context_index);
       answer->set_start_char(a.start_char);
@@ -285,26 +343,27 @@ class AnswerCall final : public ModelCall {
       answer->set_score(a.score);
       answer->set_logit_score(a.logit_score);
     }
-    response_->set_no_answer(result->no_answer);
-    response_->set_no_answer_score(result->no_answer_score);
-    response_->set_null_score_diff(result->null_score_diff);
+    response_.set_no_answer(result->no_answer);
+    response_.set_no_answer_score(result->no_answer_score);
+    response_.set_null_score_diff(result->null_score_diff);
     if (result->no_answer) model().metrics->OnNoAnswer();
-    response_->set_model(model().name);
-    FillUsageAndTiming(response_->mutable_usage(), response_->mutable_timing());
+    response_.set_model(model().name);
+    FillUsageAndTiming(response_.mutable_usage(), response_.mutable_timing());
     return absl::OkStatus();
   }
+  const google::protobuf::Message& response() const override { return response_; }
 
-  const v1::AnswerRequest* request_;
-  v1::AnswerResponse* response_;
+  std::unique_ptr<v1::AnswerRequest> request_;
+  v1::AnswerResponse response_;
   std::vector<Window> windows_;
   std::vector<uint32_t> window_context_;
 };
 
 class RerankCall final : public ModelCall {
  public:
-  RerankCall(grpc::CallbackServerContext* ctx, const ServedModel* m, const v1::RerankRequest* request,
-             v1::RerankResponse* response, std::vector<uint32_t> chunk_document, std::vector<ByteSpan> chunk_bytes)
-      : ModelCall(ctx, m), request_(request), response_(response), chunk_document_(std::move(chunk_document)),
+  RerankCall(grpc::CallbackServerContext* ctx, const ServedModel* m, std::unique_ptr<v1::RerankRequest> request,
+             grpc::ByteBuffer* response, std::vector<uint32_t> chunk_document, std::vector<ByteSpan> chunk_bytes)
+      : ModelCall(ctx, m, response), request_(std::move(request)), chunk_document_(std::move(chunk_document)),
         chunk_bytes_(std::move(chunk_bytes)) {}
 
  private:
@@ -323,7 +382,7 @@ class RerankCall final : public ModelCall {
     auto ranked = DecodeRerank(logits, options);
     if (!ranked.ok()) return ranked.status();
     for (const RankedResult& r : *ranked) {
-      v1::RankedDocument* doc = response_->add_results();
+      v1::RankedDocument* doc = response_.add_results();
       doc->set_index(r.index);
       doc->set_score(r.score);
       const std::string& text = request_->documents(static_cast<int>(r.index));
@@ -333,13 +392,14 @@ class RerankCall final : public ModelCall {
       doc->set_chunk_start_char(chars.begin);
       doc->set_chunk_end_char(chars.end);
     }
-    response_->set_model(model().name);
-    FillUsageAndTiming(response_->mutable_usage(), response_->mutable_timing());
+    response_.set_model(model().name);
+    FillUsageAndTiming(response_.mutable_usage(), response_.mutable_timing());
     return absl::OkStatus();
   }
+  const google::protobuf::Message& response() const override { return response_; }
 
-  const v1::RerankRequest* request_;
-  v1::RerankResponse* response_;
+  std::unique_ptr<v1::RerankRequest> request_;
+  v1::RerankResponse response_;
   std::vector<uint32_t> chunk_document_;
   std::vector<ByteSpan> chunk_bytes_;
 };
@@ -362,9 +422,8 @@ ByteSpan SecondTextRange(const Window& w) {
 // ------------------------------------------------------------ Admission --
 
 struct InferenceService::Admission {
-  // Auth, draining, model lookup and task check. On success `model` is set.
-  static absl::Status Check(const InferenceService& s, grpc::CallbackServerContext* ctx, const std::string& name,
-                            Task task, const ServedModel** model) {
+  // Auth and draining, before anything of the request is read.
+  static absl::Status CheckCaller(const InferenceService& s, grpc::CallbackServerContext* ctx) {
     if (s.auth_) {
       auto it = ctx->client_metadata().find("authorization");
       const bool ok = it != ctx->client_metadata().end() &&
@@ -372,7 +431,11 @@ struct InferenceService::Admission {
       if (!ok) return absl::UnauthenticatedError("missing or wrong bearer token (authorization: Bearer TOKEN)");
     }
     if (s.draining()) return absl::UnavailableError("server is draining; retry on another replica");
-    if (model == nullptr) return absl::OkStatus();
+    return absl::OkStatus();
+  }
+
+  // The model called `name`, which must serve `task`.
+  static absl::StatusOr<const ServedModel*> FindModel(const InferenceService& s, const std::string& name, Task task) {
     if (name.empty()) return absl::InvalidArgumentError("model: required");
     const ServedModel* m = s.registry_->Find(name);
     if (m == nullptr) {
@@ -385,7 +448,20 @@ struct InferenceService::Admission {
       return absl::FailedPreconditionError(absl::StrCat("model '", name, "' serves ", TaskName(m->task),
                                                         ", not ", TaskName(task)));
     }
-    *model = m;
+    return m;
+  }
+
+  // CheckCaller, parse, FindModel: the common start of the model RPCs.
+  template <typename Request, typename Mirror>
+  static absl::Status Admit(const InferenceService& s, grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+                            Task task, std::unique_ptr<Request>* request, const ServedModel** model) {
+    if (absl::Status st = CheckCaller(s, ctx); !st.ok()) return st;
+    auto parsed = ParseRequest<Request, Mirror>(raw);
+    if (!parsed.ok()) return parsed.status();
+    *request = *std::move(parsed);
+    auto m = FindModel(s, (*request)->model(), task);
+    if (!m.ok()) return m.status();
+    *model = *m;
     return absl::OkStatus();
   }
 };
@@ -394,12 +470,15 @@ InferenceService::InferenceService(const ModelRegistry* registry, Metrics* metri
                                    std::optional<TokenAuth> auth)
     : registry_(registry), metrics_(metrics), options_(options), auth_(std::move(auth)) {}
 
-grpc::ServerUnaryReactor* InferenceService::Classify(grpc::CallbackServerContext* ctx,
-                                                     const v1::ClassifyRequest* request,
-                                                     v1::ClassifyResponse* response) {
+grpc::ServerUnaryReactor* InferenceService::Classify(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+                                                     grpc::ByteBuffer* response) {
   const ServedModel* m = nullptr;
   auto reject = [&](const absl::Status& s) { return Reject(ctx, metrics_, "classify", s); };
-  if (auto s = Admission::Check(*this, ctx, request->model(), Task::kClassify, &m); !s.ok()) return reject(s);
+  std::unique_ptr<v1::ClassifyRequest> request;
+  if (auto s = Admission::Admit<v1::ClassifyRequest, internal::ClassifyRequestBytes>(*this, ctx, raw, Task::kClassify, &request, &m);
+      !s.ok()) {
+    return reject(s);
+  }
   if (auto s = CheckCount("texts", request->texts_size(), options_.max_texts_per_request, "--max-texts-per-request");
       !s.ok()) {
     return reject(s);
@@ -411,6 +490,7 @@ grpc::ServerUnaryReactor* InferenceService::Classify(grpc::CallbackServerContext
   encode.truncation = *truncation;
   std::vector<ItemInput> inputs;
   std::vector<bool> truncated;
+  std::vector<uint32_t> tokens;
   inputs.reserve(request->texts_size());
   for (int i = 0; i < request->texts_size(); ++i) {
     const std::string field = absl::StrCat("texts[", i, "]");
@@ -422,18 +502,23 @@ grpc::ServerUnaryReactor* InferenceService::Classify(grpc::CallbackServerContext
     for (const auto& off : encoding->offsets) last_end = std::max<size_t>(last_end, off.end);
     truncated.push_back(encode.truncation != Truncation::kNone &&
                         request->texts(i).find_first_not_of(" \t\r\n", last_end) != std::string::npos);
+    tokens.push_back(static_cast<uint32_t>(encoding->size()));
     inputs.push_back({Widen(encoding->ids), {}});
   }
-  auto* call = new ClassifyCall(ctx, m, request, response, std::move(truncated));
+  auto* call = new ClassifyCall(ctx, m, std::move(request), response, std::move(truncated), std::move(tokens));
   call->Submit(std::move(inputs));
   return call;
 }
 
-grpc::ServerUnaryReactor* InferenceService::Answer(grpc::CallbackServerContext* ctx, const v1::AnswerRequest* request,
-                                                   v1::AnswerResponse* response) {
+grpc::ServerUnaryReactor* InferenceService::Answer(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+                                                   grpc::ByteBuffer* response) {
   const ServedModel* m = nullptr;
   auto reject = [&](const absl::Status& s) { return Reject(ctx, metrics_, "answer", s); };
-  if (auto s = Admission::Check(*this, ctx, request->model(), Task::kAnswer, &m); !s.ok()) return reject(s);
+  std::unique_ptr<v1::AnswerRequest> request;
+  if (auto s = Admission::Admit<v1::AnswerRequest, internal::AnswerRequestBytes>(*this, ctx, raw, Task::kAnswer, &request, &m);
+      !s.ok()) {
+    return reject(s);
+  }
   if (auto s = CheckText("question", request->question(), options_.max_text_bytes); !s.ok()) return reject(s);
   if (auto s = CheckCount("contexts", request->contexts_size(), options_.max_contexts_per_request,
                           "--max-contexts-per-request");
@@ -458,16 +543,20 @@ grpc::ServerUnaryReactor* InferenceService::Answer(grpc::CallbackServerContext* 
       windows.push_back(std::move(w));
     }
   }
-  auto* call = new AnswerCall(ctx, m, request, response, std::move(windows), std::move(window_context));
+  auto* call = new AnswerCall(ctx, m, std::move(request), response, std::move(windows), std::move(window_context));
   call->Submit(std::move(inputs));
   return call;
 }
 
-grpc::ServerUnaryReactor* InferenceService::Rerank(grpc::CallbackServerContext* ctx, const v1::RerankRequest* request,
-                                                   v1::RerankResponse* response) {
+grpc::ServerUnaryReactor* InferenceService::Rerank(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+                                                   grpc::ByteBuffer* response) {
   const ServedModel* m = nullptr;
   auto reject = [&](const absl::Status& s) { return Reject(ctx, metrics_, "rerank", s); };
-  if (auto s = Admission::Check(*this, ctx, request->model(), Task::kRerank, &m); !s.ok()) return reject(s);
+  std::unique_ptr<v1::RerankRequest> request;
+  if (auto s = Admission::Admit<v1::RerankRequest, internal::RerankRequestBytes>(*this, ctx, raw, Task::kRerank, &request, &m);
+      !s.ok()) {
+    return reject(s);
+  }
   if (auto s = CheckText("query", request->query(), options_.max_text_bytes); !s.ok()) return reject(s);
   if (auto s = CheckCount("documents", request->documents_size(), options_.max_documents_per_request,
                           "--max-documents-per-request");
@@ -513,7 +602,7 @@ grpc::ServerUnaryReactor* InferenceService::Rerank(grpc::CallbackServerContext* 
       chunk_bytes.push_back(range);
     }
   }
-  auto* call = new RerankCall(ctx, m, request, response, std::move(chunk_document), std::move(chunk_bytes));
+  auto* call = new RerankCall(ctx, m, std::move(request), response, std::move(chunk_document), std::move(chunk_bytes));
   call->Submit(std::move(inputs));
   return call;
 }
@@ -521,7 +610,7 @@ grpc::ServerUnaryReactor* InferenceService::Rerank(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* InferenceService::ListModels(grpc::CallbackServerContext* ctx,
                                                        const v1::ListModelsRequest*,
                                                        v1::ListModelsResponse* response) {
-  if (auto s = Admission::Check(*this, ctx, "", Task::kNone, nullptr); !s.ok()) {
+  if (auto s = Admission::CheckCaller(*this, ctx); !s.ok()) {
     return Reject(ctx, metrics_, "list_models", s);
   }
   for (const auto& m : registry_->models()) {

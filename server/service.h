@@ -22,18 +22,25 @@
 
 namespace dserve {
 
-class InferenceService final : public v1::Inference::CallbackService {
+// Classify, Answer and Rerank are raw methods (ByteBuffer in and out): the
+// service parses the request itself so that invalid UTF-8 in a text is an
+// INVALID_ARGUMENT naming the field and byte, not gRPC's bare parse error.
+using InferenceServiceBase = v1::Inference::WithRawCallbackMethod_Classify<
+    v1::Inference::WithRawCallbackMethod_Answer<
+        v1::Inference::WithRawCallbackMethod_Rerank<v1::Inference::CallbackService>>>;
+
+class InferenceService final : public InferenceServiceBase {
  public:
   // Not owned: `registry` and `metrics` must outlive the service.
   InferenceService(const ModelRegistry* registry, Metrics* metrics, const ServeOptions& options,
                    std::optional<TokenAuth> auth);
 
-  grpc::ServerUnaryReactor* Classify(grpc::CallbackServerContext* context, const v1::ClassifyRequest* request,
-                                     v1::ClassifyResponse* response) override;
-  grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const v1::AnswerRequest* request,
-                                   v1::AnswerResponse* response) override;
-  grpc::ServerUnaryReactor* Rerank(grpc::CallbackServerContext* context, const v1::RerankRequest* request,
-                                   v1::RerankResponse* response) override;
+  grpc::ServerUnaryReactor* Classify(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Rerank(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context, const v1::ListModelsRequest* request,
                                        v1::ListModelsResponse* response) override;
 

@@ -274,11 +274,13 @@ void SchedulerCore::ReleaseInflight(int64_t items) {
 void SchedulerCore::PurgeLocked(absl::Time now, Drops* drops) {
   bool removed = false;
   for (auto& item : queue_) {
-    if (item->IsCancelled()) {
-      drops->cancelled.push_back(std::move(item));
-      removed = true;
-    } else if (item->deadline() <= now) {
+    // Deadline first: gRPC cancels a call whose deadline passed, and such an
+    // item is counted as expired ("deadline"), not "cancelled".
+    if (item->deadline() <= now) {
       drops->expired.push_back(std::move(item));
+      removed = true;
+    } else if (item->IsCancelled()) {
+      drops->cancelled.push_back(std::move(item));
       removed = true;
     }
   }

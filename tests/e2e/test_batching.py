@@ -1,0 +1,263 @@
+"""Dynamic batching, overload, deadlines and graceful drain, observed from
+outside: client status codes plus the server's /metrics."""
+import subprocess
+import threading
+import time
+import unittest
+
+import grpc
+
+import e2e_support as e2e
+from e2e_support import pb, health_pb2, health_pb2_grpc
+
+SENTENCE = "The baker next door sells bread, rolls, and small cakes with honey on top."
+MEDIUM_TEXT = " ".join([SENTENCE] * 4)    # about 100 tokens
+LONG_TEXT = " ".join([SENTENCE] * 12)     # truncated to the model's 256 tokens
+
+
+def classify_request(text=SENTENCE, n=1):
+    return pb.ClassifyRequest(model="classify", texts=[text] * n)
+
+
+def classify_only():
+    return {"classify": e2e.test_models()["classify"]}
+
+
+class ConcurrentClientsFormBatchesTest(unittest.TestCase):
+    """(a) 24 concurrent clients -> mean formed batch > 1.5 items."""
+
+    CLIENTS = 24
+    DURATION_S = 3.0
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = e2e.ServerProcess(classify_only(), ["--workers", "1", "--threads-per-worker", "1",
+                                                         "--max-batch-size", "32"], name="batching").start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def test_mean_batch_size_under_24_clients(self):
+        channel = self.server.channel()
+        stub = self.server.stub(channel)
+        stub.Classify(classify_request(), timeout=30)  # warm-up
+        before = self.server.metrics()
+        codes, lock = [], threading.Lock()
+        stop_at = time.monotonic() + self.DURATION_S
+
+        def client():
+            mine = []
+            while time.monotonic() < stop_at:
+                try:
+                    stub.Classify(classify_request(MEDIUM_TEXT), timeout=30)
+                    mine.append(grpc.StatusCode.OK)
+                except grpc.RpcError as e:
+                    mine.append(e.code())
+            with lock:
+                codes.extend(mine)
+
+        threads = [threading.Thread(target=client) for _ in range(self.CLIENTS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        channel.close()
+        after = self.server.metrics()
+
+        self.assertGreater(len(codes), self.CLIENTS)
+        self.assertEqual(set(codes), {grpc.StatusCode.OK})
+        batches = (e2e.metric_value(after, "dserve_batch_size_count", model="classify")
+                   - e2e.metric_value(before, "dserve_batch_size_count", model="classify"))
+        items = (e2e.metric_value(after, "dserve_batch_size_sum", model="classify")
+                 - e2e.metric_value(before, "dserve_batch_size_sum", model="classify"))
+        self.assertEqual(items, len(codes), "every request is one item, each run exactly once")
+        mean = items / batches
+        print("\n%d requests in %d batches: mean formed batch %.2f" % (len(codes), batches, mean))
+        self.assertGreater(mean, 1.5)
+        ok = (e2e.metric_value(after, "dserve_requests_total", model="classify", code="OK")
+              - e2e.metric_value(before, "dserve_requests_total", model="classify", code="OK"))
+        self.assertEqual(ok, len(codes))
+
+
+class OverloadTest(unittest.TestCase):
+    """(b) a small queue flooded -> only OK or RESOURCE_EXHAUSTED, then fine."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = e2e.ServerProcess(classify_only(), ["--workers", "1", "--threads-per-worker", "1",
+                                                         "--max-queue-items", "4", "--max-batch-size", "2"],
+                                       name="overload").start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def test_flood_small_queue(self):
+        channel = self.server.channel()
+        stub = self.server.stub(channel)
+        stub.Classify(classify_request(), timeout=30)  # warm-up
+        before = self.server.metrics()
+        futures = [stub.Classify.future(classify_request(MEDIUM_TEXT), timeout=60) for _ in range(200)]
+        codes = []
+        for f in futures:
+            try:
+                f.result()
+                codes.append(grpc.StatusCode.OK)
+            except grpc.RpcError as e:
+                codes.append(e.code())
+                if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    self.assertIn("queue", e.details().lower())
+        counts = {c: codes.count(c) for c in set(codes)}
+        print("\nflood of 200: %s" % {c.name: n for c, n in counts.items()})
+        self.assertLessEqual(set(codes), {grpc.StatusCode.OK, grpc.StatusCode.RESOURCE_EXHAUSTED})
+        self.assertGreater(counts.get(grpc.StatusCode.OK, 0), 0)
+        self.assertGreater(counts.get(grpc.StatusCode.RESOURCE_EXHAUSTED, 0), 0)
+
+        # A normal request right after is served at once.
+        started = time.monotonic()
+        resp = stub.Classify(classify_request(), timeout=10)
+        self.assertLess(time.monotonic() - started, 2.0)
+        self.assertEqual(len(resp.results), 1)
+
+        after = self.server.metrics()
+        rejected = (e2e.metric_value(after, "dserve_rejected_total", model="classify", reason="queue_full")
+                    - e2e.metric_value(before, "dserve_rejected_total", model="classify", reason="queue_full"))
+        self.assertEqual(rejected, counts[grpc.StatusCode.RESOURCE_EXHAUSTED])
+        exhausted = (e2e.metric_value(after, "dserve_requests_total", model="classify", code="RESOURCE_EXHAUSTED")
+                     - e2e.metric_value(before, "dserve_requests_total", model="classify",
+                                        code="RESOURCE_EXHAUSTED"))
+        self.assertEqual(exhausted, counts[grpc.StatusCode.RESOURCE_EXHAUSTED])
+        self.assertEqual(e2e.metric_value(after, "dserve_queue_items", model="classify"), 0)
+        channel.close()
+
+        # The scrape with rejections in it still passes promtool.
+        text = self.server.scrape()
+        self.assertIn("# TYPE dserve_rejected_total counter", text)
+        out = subprocess.run([e2e.PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True,
+                             timeout=30)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+
+
+class DeadlineTest(unittest.TestCase):
+    """(c) requests whose deadline passes while queued are dropped before compute."""
+
+    BIG = 128
+    SHORT = 5
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = e2e.ServerProcess(classify_only(), ["--workers", "1", "--threads-per-worker", "1",
+                                                         "--max-batch-size", "1", "--max-queue-items", "100000"],
+                                       name="deadline").start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def test_expired_items_dropped_before_compute(self):
+        channel = self.server.channel()
+        stub = self.server.stub(channel)
+        stub.Classify(classify_request(), timeout=30)  # warm-up
+        before = self.server.metrics()
+        # Occupies the only worker: one item per batch, BIG long items.
+        big = stub.Classify.future(classify_request(LONG_TEXT, self.BIG), timeout=120)
+        time.sleep(0.2)
+        self.assertFalse(big.done(), "the big request must still be running")
+        codes = []
+        for _ in range(self.SHORT):
+            try:
+                stub.Classify(classify_request(LONG_TEXT), timeout=0.05)
+                codes.append(grpc.StatusCode.OK)
+            except grpc.RpcError as e:
+                codes.append(e.code())
+        self.assertFalse(big.done(), "the short requests must have expired while the worker was busy")
+        self.assertEqual(codes, [grpc.StatusCode.DEADLINE_EXCEEDED] * self.SHORT)
+        self.assertEqual(len(big.result().results), self.BIG)
+        time.sleep(0.2)
+        after = self.server.metrics()
+
+        def delta(name, **labels):
+            return e2e.metric_value(after, name, **labels) - e2e.metric_value(before, name, **labels)
+
+        # Dropped before compute: only the big request's items ran.
+        self.assertEqual(delta("dserve_batch_size_sum", model="classify"), self.BIG)
+        # ... and counted as deadline drops (they expired while queued; that
+        # gRPC also marks such calls cancelled must not change the reason).
+        seen = "rejected by reason: %s; requests by code: %s" % (
+            {r: delta("dserve_rejected_total", model="classify", reason=r)
+             for r in ("deadline", "cancelled", "queue_full", "draining")},
+            {c: delta("dserve_requests_total", model="classify", code=c)
+             for c in ("OK", "DEADLINE_EXCEEDED", "CANCELLED")})
+        self.assertEqual(delta("dserve_rejected_total", model="classify", reason="deadline"), self.SHORT, seen)
+        self.assertEqual(delta("dserve_requests_total", model="classify", code="DEADLINE_EXCEEDED"), self.SHORT, seen)
+        self.assertEqual(e2e.metric_value(after, "dserve_queue_items", model="classify"), 0)
+        channel.close()
+
+
+class DrainTest(unittest.TestCase):
+    """(d) SIGTERM with calls in flight: none lost, exit 0, new calls refused."""
+
+    CALLS = 20
+    DRAIN_TIMEOUT_S = 30
+
+    def setUp(self):
+        self.server = e2e.ServerProcess(classify_only(), [
+            "--workers", "1", "--threads-per-worker", "1", "--max-batch-size", "4",
+            "--drain-timeout-s", str(self.DRAIN_TIMEOUT_S)], name="drain").start()
+
+    def tearDown(self):
+        self.server.stop()
+
+    def test_sigterm_with_calls_in_flight(self):
+        channel = self.server.channel()
+        stub = self.server.stub(channel)
+        health = health_pb2_grpc.HealthStub(channel)
+        stub.Classify(classify_request(), timeout=30)  # warm-up
+        self.assertEqual(health.Check(health_pb2.HealthCheckRequest(), timeout=5).status,
+                         health_pb2.HealthCheckResponse.SERVING)
+        futures = [stub.Classify.future(classify_request(MEDIUM_TEXT, 16), timeout=120)
+                   for _ in range(self.CALLS)]
+        time.sleep(0.3)
+        in_flight = sum(not f.done() for f in futures)
+        self.assertGreaterEqual(in_flight, self.CALLS // 2, "calls must be in flight at SIGTERM")
+        sent_at = time.monotonic()
+        self.server.terminate()
+        time.sleep(0.3)
+        still_running = sum(not f.done() for f in futures)
+
+        # New work is refused (UNAVAILABLE), never left hanging.
+        with self.assertRaises(grpc.RpcError) as ctx:
+            stub.Classify(classify_request(), timeout=10)
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.UNAVAILABLE, ctx.exception.details())
+        if still_running:
+            try:
+                status = health.Check(health_pb2.HealthCheckRequest(), timeout=5).status
+                self.assertEqual(status, health_pb2.HealthCheckResponse.NOT_SERVING)
+            except grpc.RpcError as e:
+                self.assertEqual(e.code(), grpc.StatusCode.UNAVAILABLE)
+
+        codes = []
+        for f in futures:
+            try:
+                self.assertEqual(len(f.result().results), 16)
+                codes.append(grpc.StatusCode.OK)
+            except grpc.RpcError as e:
+                codes.append((e.code(), e.details()))
+        self.assertEqual(codes, [grpc.StatusCode.OK] * self.CALLS)
+        self.assertEqual(self.server.wait(self.DRAIN_TIMEOUT_S + 5), 0, self.server.log_tail())
+        self.assertLess(time.monotonic() - sent_at, self.DRAIN_TIMEOUT_S + 5)
+        print("\n%d calls in flight at SIGTERM, %d still running 0.3 s later; exit after %.2f s"
+              % (in_flight, still_running, time.monotonic() - sent_at))
+        channel.close()
+
+        # After exit: a fresh connection fails fast.
+        fresh = self.server.channel()
+        with self.assertRaises(grpc.RpcError) as ctx:
+            self.server.stub(fresh).Classify(classify_request(), timeout=5)
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        fresh.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
