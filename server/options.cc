@@ -12,49 +12,51 @@
 namespace dserve {
 namespace {
 
-// CLI11 config formatter for YAML (and so JSON, which YAML 1.2 contains).
-// Scalars and sequences at the top level become option values; `model` may
-// also be a map NAME: DIR.
-class YamlConfig : public CLI::Config {
- public:
-  std::string to_config(const CLI::App*, bool, bool, std::string) const override {
-    return "";  // writing configs back is not supported
-  }
+struct ConfigItem {
+  std::string name;  // flag name without dashes, underscores turned to dashes
+  std::vector<std::string> values;
+};
 
-  std::vector<CLI::ConfigItem> from_config(std::istream& input) const override {
-    YAML::Node root;
-    try {
-      root = YAML::Load(input);
-    } catch (const YAML::Exception& e) {
-      throw CLI::ConversionError(absl::StrCat("--config: not valid YAML/JSON: ", e.what()));
-    }
-    std::vector<CLI::ConfigItem> items;
-    if (!root || root.IsNull()) return items;
-    if (!root.IsMap()) throw CLI::ConversionError("--config: top level must be a mapping of option: value");
+// Top-level scalars and sequences become flag values; `model(s)` may also
+// be a map NAME: DIR.
+absl::StatusOr<std::vector<ConfigItem>> ReadConfigFile(const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    return absl::NotFoundError(absl::StrCat("--config: cannot read ", path));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("--config: ", path, " is not valid YAML/JSON: ", e.what()));
+  }
+  std::vector<ConfigItem> items;
+  if (!root || root.IsNull()) return items;
+  if (!root.IsMap()) return absl::InvalidArgumentError(absl::StrCat("--config: ", path, ": top level must map settings to values"));
+  try {
     for (const auto& entry : root) {
-      CLI::ConfigItem item;
+      ConfigItem item;
       item.name = absl::StrReplaceAll(entry.first.as<std::string>(), {{"_", "-"}});
       if (item.name == "models") item.name = "model";
       const YAML::Node& value = entry.second;
       if (value.IsSequence()) {
-        for (const auto& v : value) item.inputs.push_back(v.as<std::string>());
+        for (const auto& v : value) item.values.push_back(v.as<std::string>());
       } else if (value.IsMap()) {
         for (const auto& kv : value)
-          item.inputs.push_back(absl::StrCat(kv.first.as<std::string>(), "=", kv.second.as<std::string>()));
+          item.values.push_back(absl::StrCat(kv.first.as<std::string>(), "=", kv.second.as<std::string>()));
       } else {
-        item.inputs.push_back(value.as<std::string>());
+        item.values.push_back(value.as<std::string>());
       }
       items.push_back(std::move(item));
     }
-    return items;
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("--config: ", path, ": ", e.what()));
   }
-};
+  return items;
+}
 
 }  // namespace
 
 void AddServeFlags(CLI::App* app, ServeOptions* o) {
-  app->config_formatter(std::make_shared<YamlConfig>());
-  app->set_config("--config", "", "YAML or JSON file with the same settings (flags override it)");
+  app->add_option("--config", o->config_file, "YAML or JSON file with the same settings (flags override it)");
   app->add_option("--model", o->models, "NAME=DIR of a checkpoint to serve (repeatable)");
   app->add_option("--listen", o->listen, "gRPC address HOST:PORT")->capture_default_str();
   app->add_option("--metrics-listen", o->metrics_listen, "Prometheus /metrics address; empty disables")
@@ -83,6 +85,25 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
   app->add_option("--max-documents-per-request", o->max_documents_per_request)->capture_default_str();
   app->add_option("--max-contexts-per-request", o->max_contexts_per_request)->capture_default_str();
   app->add_option("--max-text-bytes", o->max_text_bytes, "largest single text, bytes")->capture_default_str();
+}
+
+absl::Status ApplyConfigFile(CLI::App* app, const std::string& path) {
+  auto items = ReadConfigFile(path);
+  if (!items.ok()) return items.status();
+  for (const ConfigItem& item : *items) {
+    CLI::Option* option = app->get_option_no_throw("--" + item.name);
+    if (option == nullptr || item.name == "config") {
+      return absl::InvalidArgumentError(absl::StrCat("--config: ", path, ": unknown setting '", item.name, "'"));
+    }
+    if (option->count() > 0) continue;  // the command line wins
+    try {
+      option->add_result(item.values);
+      option->run_callback();
+    } catch (const CLI::Error& e) {
+      return absl::InvalidArgumentError(absl::StrCat("--config: ", path, ": ", item.name, ": ", e.what()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<ModelSpec>> ParseModelSpecs(const std::vector<std::string>& specs) {

@@ -20,6 +20,8 @@ struct ModelSpec {
 };
 
 struct ServeOptions {
+  // YAML or JSON file with any of the settings below (flags override it).
+  std::string config_file;
   // NAME=DIR per model served. Required, at least one.
   std::vector<std::string> models;
   // gRPC listen address. Default 0.0.0.0:5001.
@@ -65,8 +67,14 @@ struct ServeOptions {
 
 // Adds the serve flags to `app` (a subcommand), writing into `options`, and
 // `--config FILE` (YAML or JSON with the same keys, dashes or underscores;
-// `model` may be a list of NAME=DIR or a map NAME: DIR).
+// `model` may be a list of NAME=DIR or a map NAME: DIR), which the caller
+// applies with ApplyConfigFile after parsing.
 void AddServeFlags(CLI::App* app, ServeOptions* options);
+
+// Applies the settings of a YAML/JSON file to the flags of `app` that the
+// command line did not set. Unknown settings and bad values are errors
+// naming the file and the setting.
+absl::Status ApplyConfigFile(CLI::App* app, const std::string& path);
 
 // Splits and checks the parsed options; errors name the flag.
 absl::Status ValidateServeOptions(const ServeOptions& options);

@@ -149,7 +149,16 @@ void RegisterServerCommands(CLI::App& app) {
 }
 
 int RunServerCommands(CLI::App& app) {
-  if (app.got_subcommand("serve")) return RunServe(Options());
+  if (app.got_subcommand("serve")) {
+    CLI::App* serve = app.get_subcommand("serve");
+    if (!Options().config_file.empty()) {
+      if (absl::Status s = ApplyConfigFile(serve, Options().config_file); !s.ok()) {
+        std::cerr << "dserve serve: " << s.message() << "\n";
+        return 2;
+      }
+    }
+    return RunServe(Options());
+  }
   std::cerr << "dserve: no subcommand\n";
   return 2;
 }
