@@ -11,7 +11,7 @@
 
 #include "model/tokenizer/utf8.h"
 #include "model/util/logging.h"
-#include "server/pipelines/decode.h"
+#include "model/decode/decode.h"
 #include "server/proto/raw_requests.pb.h"
 
 namespace dserve {

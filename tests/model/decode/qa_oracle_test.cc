@@ -12,7 +12,7 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "server/pipelines/decode.h"
+#include "model/decode/decode.h"
 
 namespace dserve {
 namespace {
@@ -25,7 +25,7 @@ constexpr double kProbTolerance = 1e-5;
 const json& OracleCases() {
   static const json* cases = [] {
     const std::string script =
-        std::string(DSERVE_SOURCE_DIR) + "/tests/server/pipelines/qa_oracle.py";
+        std::string(DSERVE_SOURCE_DIR) + "/tests/model/decode/qa_oracle.py";
     const std::string out = std::string(DSERVE_BINARY_DIR) + "/qa_oracle_cases.json";
     const std::string cmd = "/usr/bin/python3 '" + script + "' '" + out + "'";
     if (std::system(cmd.c_str()) != 0) return new json();  // reported by the test

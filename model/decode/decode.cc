@@ -1,4 +1,4 @@
-#include "server/pipelines/decode.h"
+#include "model/decode/decode.h"
 
 #include <algorithm>
 #include <cmath>

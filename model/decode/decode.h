@@ -1,5 +1,7 @@
 // Decode step of the task pipelines: turns model outputs (logits) into the
-// values the wire contract reports (proto/dserve/v1/inference.proto).
+// values the wire contract reports (proto/dserve/v1/inference.proto). Lives
+// in model/ (not server/, where DESIGN first placed the pipelines) because
+// `dserve eval` post-processes exactly as the server does.
 //
 //   DecodeClassification  one row of classifier logits -> sorted label scores
 //   DecodeAnswer          start/end logits of the windows of one question

@@ -1,7 +1,7 @@
-// Hand-computed cases for server/pipelines/decode.h. Expected values are
+// Hand-computed cases for model/decode/decode.h. Expected values are
 // derived in the comments (logits chosen as logarithms so that the softmax
 // has small rational values), not taken from the implementation.
-#include "server/pipelines/decode.h"
+#include "model/decode/decode.h"
 
 #include <cmath>
 #include <limits>
