@@ -1,0 +1,496 @@
+#!/usr/bin/python3
+"""Eager-PyTorch baseline of the DeBERTa-v3 encoder, for dserve's benchmarks.
+
+What it is: a torch.nn.Module written the way Hugging Face's
+`modeling_deberta_v2.py` (current main line) computes DebertaV2 — the same
+maths as tests/model/reference/deberta_reference.py (REFERENCE-deberta.md),
+in float32 or bfloat16, eval mode, under torch.inference_mode, batched:
+  - the relative-position table (log buckets) is built on every forward;
+  - each layer projects all 2*span rows of the (layer-normed) relative table
+    with query_proj / key_proj, repeats them over the batch, computes the full
+    [L, 2*span] c2p and p2c score matrices and torch.gathers the [L, L] index
+    (p2c with the negated index, then transposed), as HF does;
+  - scores are K/sqrt(d*k)-scaled, the mask is applied with a
+    masked_fill(finfo(dtype).min) on the [B, 1, L, L] pair mask, softmax over
+    keys; post-LN layers; no fused attention (eager DeBERTa cannot use SDPA).
+So it times what "just run the HF model in PyTorch" costs, without needing
+the transformers package.  Module/parameter names are HF's (minus the
+"deberta." prefix), so a HF checkpoint's state_dict loads directly.
+
+Default shape: microsoft/deberta-v3-base (hidden 768, 12 layers, 12 heads,
+intermediate 3072, vocab 128100, position_buckets 256, max_relative_positions
+-1 (-> 512), pos_att_type [p2c, c2p], norm_rel_ebd layer_norm, share_att_key
+true, position_biased_input false) + a 2-label classification head, random
+weights (N(0, 0.02), LN gain 1, bias 0: values do not change the timing).
+
+usage:
+  eager_baseline.py [--batch 8] [--length 128] [--dtype fp32|bf16] [--threads N]
+                    [--repeats 20] [--warmup 3] [--json] [--seed 0]
+  eager_baseline.py --model DIR ...   (time a real checkpoint dir instead)
+Output (--json): one JSON object
+  {"dtype", "batch", "length", "threads", "median_s", "repeats", "torch_version",
+   + "min_s", "model"}
+median_s is the median wall time of one forward (embeddings .. head) over
+--repeats timed runs after --warmup untimed ones; inputs are random ids, no
+padding.
+
+Allocator: glibc malloc returns large freed blocks to the OS (mmap/munmap,
+trim) and faults them back in on the next forward, which can dominate eager
+PyTorch on CPU.  The perf harness therefore runs this script twice — once
+as is, once with e.g. MALLOC_MMAP_THRESHOLD_=<bytes> MALLOC_TRIM_THRESHOLD_=<bytes>
+(large values keep the freed arenas mapped) in the environment — and takes
+the faster of the two medians, so the baseline is not handicapped by the
+allocator.  This script itself does not set them (they must be in the
+environment before the process starts).
+
+Library use (what tests/model/reference/eager_test.py does):
+  from eager_baseline import DebertaV2Eager, load_checkpoint
+  model = load_checkpoint(DIR, torch.float64)   # config.json + model.safetensors
+  out = model(input_ids, attention_mask, token_type_ids)   # dict of tensors
+"""
+
+import argparse
+import json
+import math
+import os
+import statistics
+import struct
+import sys
+import time
+
+import numpy as np
+import torch
+from torch import nn
+
+V3_BASE = {
+    "model_type": "deberta-v2",
+    "architectures": ["DebertaV2ForSequenceClassification"],
+    "id2label": {"0": "LABEL_0", "1": "LABEL_1"},
+    "vocab_size": 128100,
+    "hidden_size": 768,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "intermediate_size": 3072,
+    "hidden_act": "gelu",
+    "max_position_embeddings": 512,
+    "type_vocab_size": 0,
+    "layer_norm_eps": 1e-7,
+    "relative_attention": True,
+    "max_relative_positions": -1,
+    "position_buckets": 256,
+    "pos_att_type": ["p2c", "c2p"],
+    "norm_rel_ebd": "layer_norm",
+    "share_att_key": True,
+    "position_biased_input": False,
+    "pooler_hidden_act": "gelu",
+    "pooler_dropout": 0,
+    "pad_token_id": 0,
+}
+
+
+# ---------------------------------------------------------------------------
+# config
+
+class Cfg:
+    def __init__(self, d):
+        g = d.get
+        self.architectures = list(g("architectures") or [])
+        self.vocab_size = int(g("vocab_size", 128100))
+        self.hidden_size = int(g("hidden_size", 1536))
+        self.num_hidden_layers = int(g("num_hidden_layers", 24))
+        self.num_attention_heads = int(g("num_attention_heads", 24))
+        self.intermediate_size = int(g("intermediate_size", 6144))
+        self.hidden_act = g("hidden_act", "gelu")
+        self.max_position_embeddings = int(g("max_position_embeddings", 512))
+        self.type_vocab_size = int(g("type_vocab_size", 0))
+        self.layer_norm_eps = float(g("layer_norm_eps", 1e-7))
+        self.relative_attention = bool(g("relative_attention", False))
+        self.max_relative_positions = int(g("max_relative_positions", -1))
+        self.position_biased_input = bool(g("position_biased_input", True))
+        pat = g("pos_att_type") or []
+        if isinstance(pat, str):
+            pat = [x.strip() for x in pat.lower().split("|")]
+        self.pos_att_type = list(pat)
+        self.pooler_hidden_act = g("pooler_hidden_act", "gelu")
+        self.embedding_size = int(g("embedding_size", None) or self.hidden_size)
+        self.position_buckets = int(g("position_buckets", -1))
+        self.share_att_key = bool(g("share_att_key", False))
+        self.norm_rel_ebd = [x.strip() for x in str(g("norm_rel_ebd", "none")).lower().split("|")]
+        self.attention_head_size = int(g("attention_head_size", None)
+                                       or self.hidden_size // self.num_attention_heads)
+        self.conv_kernel_size = int(g("conv_kernel_size", 0))
+        self.conv_groups = int(g("conv_groups", 1))
+        self.conv_act = g("conv_act", "tanh")
+        self.share_layers = bool((g("dserve") or {}).get("share_layers", False))
+        self.num_labels = len(g("id2label") or {}) or 2
+        self.max_rel = (self.max_relative_positions if self.max_relative_positions >= 1
+                        else self.max_position_embeddings)
+        self.span = self.position_buckets if self.position_buckets > 0 else self.max_rel
+        arch = self.architectures[0] if self.architectures else "DebertaV2Model"
+        self.head = ("classify" if arch.endswith("ForSequenceClassification")
+                     else "qa" if arch.endswith("ForQuestionAnswering") else "none")
+
+
+def _gelu_tanh(x):
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+ACT = {
+    "gelu": nn.functional.gelu, "gelu_new": _gelu_tanh,
+    "gelu_fast": lambda x: 0.5 * x * (1.0 + torch.tanh(x * 0.7978845608 * (1.0 + 0.044715 * x * x))),
+    "gelu_python": lambda x: x * 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0))),
+    "gelu_pytorch_tanh": lambda x: nn.functional.gelu(x, approximate="tanh"),
+    "relu": torch.relu, "tanh": torch.tanh, "silu": nn.functional.silu,
+    "swish": nn.functional.silu, "sigmoid": torch.sigmoid, "linear": lambda x: x,
+}
+
+
+# ---------------------------------------------------------------------------
+# relative positions (HF build_relative_position / make_log_bucket_position)
+
+def make_log_bucket_position(relative_pos, bucket_size, max_position):
+    sign = torch.sign(relative_pos)
+    mid = bucket_size // 2
+    abs_pos = torch.where((relative_pos < mid) & (relative_pos > -mid),
+                          torch.tensor(mid - 1).type_as(relative_pos), torch.abs(relative_pos))
+    log_pos = torch.ceil(torch.log(abs_pos.to(torch.float32) / mid)
+                         / torch.log(torch.tensor((max_position - 1) / mid, dtype=torch.float32))
+                         * (mid - 1)) + mid
+    return torch.where(abs_pos <= mid, relative_pos.to(log_pos.dtype), log_pos * sign)
+
+
+def build_relative_position(q_len, k_len, bucket_size, max_position, device):
+    rel = (torch.arange(q_len, dtype=torch.long, device=device)[:, None]
+           - torch.arange(k_len, dtype=torch.long, device=device)[None, :])
+    if bucket_size > 0 and max_position > 0:
+        rel = make_log_bucket_position(rel, bucket_size, max_position)
+    return rel.to(torch.long).unsqueeze(0)
+
+
+# ---------------------------------------------------------------------------
+# modules (HF names)
+
+class Embeddings(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        E, H = c.embedding_size, c.hidden_size
+        self.word_embeddings = nn.Embedding(c.vocab_size, E)
+        self.position_embeddings = nn.Embedding(c.max_position_embeddings, E) if c.position_biased_input else None
+        self.token_type_embeddings = nn.Embedding(c.type_vocab_size, E) if c.type_vocab_size > 0 else None
+        self.embed_proj = nn.Linear(E, H, bias=False) if E != H else None
+        self.LayerNorm = nn.LayerNorm(H, c.layer_norm_eps)
+
+    def forward(self, ids, tt, mask):
+        x = self.word_embeddings(ids)
+        if self.position_embeddings is not None:
+            x = x + self.position_embeddings(torch.arange(ids.shape[1], device=ids.device)).unsqueeze(0)
+        if self.token_type_embeddings is not None:
+            x = x + self.token_type_embeddings(tt)
+        if self.embed_proj is not None:
+            x = self.embed_proj(x)
+        x = self.LayerNorm(x)
+        return x * mask.unsqueeze(2).to(x.dtype)
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        A = c.num_attention_heads * c.attention_head_size
+        self.h = c.num_attention_heads
+        self.query_proj = nn.Linear(c.hidden_size, A)
+        self.key_proj = nn.Linear(c.hidden_size, A)
+        self.value_proj = nn.Linear(c.hidden_size, A)
+        if c.relative_attention and not c.share_att_key:
+            if "c2p" in c.pos_att_type:
+                self.pos_key_proj = nn.Linear(c.hidden_size, A)
+            if "p2c" in c.pos_att_type:
+                self.pos_query_proj = nn.Linear(c.hidden_size, A)
+        self.scale_factor = 1 + int("c2p" in c.pos_att_type) + int("p2c" in c.pos_att_type)
+
+    def split(self, x):
+        B, L, _ = x.shape
+        return x.view(B, L, self.h, -1).permute(0, 2, 1, 3).contiguous().view(B * self.h, L, -1)
+
+    def forward(self, x, att_mask, rel_pos, rel_emb):
+        c = self.c
+        B, L, _ = x.shape
+        q = self.split(self.query_proj(x))
+        k = self.split(self.key_proj(x))
+        v = self.split(self.value_proj(x))
+        scale = torch.sqrt(torch.tensor(q.size(-1), dtype=torch.float) * self.scale_factor).to(q.dtype)
+        scores = torch.bmm(q, k.transpose(-1, -2) / scale)
+        if c.relative_attention:
+            span = c.span
+            rel = rel_pos.unsqueeze(1)  # [1, 1, L, L]
+            R = rel_emb[0:2 * span, :].unsqueeze(0)
+            if c.share_att_key:
+                pos_q = self.split(self.query_proj(R)).repeat(B, 1, 1)
+                pos_k = self.split(self.key_proj(R)).repeat(B, 1, 1)
+            else:
+                if "c2p" in c.pos_att_type:
+                    pos_k = self.split(self.pos_key_proj(R)).repeat(B, 1, 1)
+                if "p2c" in c.pos_att_type:
+                    pos_q = self.split(self.pos_query_proj(R)).repeat(B, 1, 1)
+            if "c2p" in c.pos_att_type:
+                c2p = torch.bmm(q, pos_k.transpose(-1, -2))
+                idx = torch.clamp(rel + span, 0, 2 * span - 1).squeeze(0).expand([q.size(0), L, L])
+                scores = scores + torch.gather(c2p, dim=-1, index=idx) / scale
+            if "p2c" in c.pos_att_type:
+                p2c = torch.bmm(k, pos_q.transpose(-1, -2))
+                idx = torch.clamp(-rel + span, 0, 2 * span - 1).squeeze(0).expand([q.size(0), L, L])
+                scores = scores + torch.gather(p2c, dim=-1, index=idx).transpose(-1, -2) / scale
+        scores = scores.view(B, self.h, L, L).masked_fill(~att_mask, torch.finfo(q.dtype).min)
+        probs = torch.softmax(scores, dim=-1)
+        ctx = torch.bmm(probs.view(B * self.h, L, L), v)
+        return ctx.view(B, self.h, L, -1).permute(0, 2, 1, 3).contiguous().view(B, L, -1)
+
+
+class DenseLN(nn.Module):
+    def __init__(self, n_in, c):
+        super().__init__()
+        self.dense = nn.Linear(n_in, c.hidden_size)
+        self.LayerNorm = nn.LayerNorm(c.hidden_size, c.layer_norm_eps)
+
+    def forward(self, x, residual):
+        return self.LayerNorm(self.dense(x) + residual)
+
+
+class Attention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        setattr(self, "self", SelfAttention(c))
+        self.output = DenseLN(c.num_attention_heads * c.attention_head_size, c)
+
+    def forward(self, x, att_mask, rel_pos, rel_emb):
+        return self.output(getattr(self, "self")(x, att_mask, rel_pos, rel_emb), x)
+
+
+class Intermediate(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.hidden_size, c.intermediate_size)
+        self.act = ACT[c.hidden_act]
+
+    def forward(self, x):
+        return self.act(self.dense(x))
+
+
+class Layer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.attention = Attention(c)
+        self.intermediate = Intermediate(c)
+        self.output = DenseLN(c.intermediate_size, c)
+
+    def forward(self, x, att_mask, rel_pos, rel_emb):
+        a = self.attention(x, att_mask, rel_pos, rel_emb)
+        return self.output(self.intermediate(a), a)
+
+
+class ConvLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        k = c.conv_kernel_size
+        self.conv = nn.Conv1d(c.hidden_size, c.hidden_size, k, padding=(k - 1) // 2, groups=c.conv_groups)
+        self.LayerNorm = nn.LayerNorm(c.hidden_size, c.layer_norm_eps)
+
+    def forward(self, x, residual, mask):
+        out = self.conv(x.permute(0, 2, 1).contiguous()).permute(0, 2, 1).contiguous()
+        out = out.masked_fill(~mask.bool().unsqueeze(-1).expand(out.size()), 0)
+        out = ACT[self.c.conv_act](out)
+        y = self.LayerNorm(residual + out)
+        return y * mask.unsqueeze(2).to(y.dtype)
+
+
+class Encoder(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        self.layer = nn.ModuleList([Layer(c) for _ in range(1 if c.share_layers else c.num_hidden_layers)])
+        if c.relative_attention:
+            self.rel_embeddings = nn.Embedding(2 * c.span, c.hidden_size)
+        if "layer_norm" in c.norm_rel_ebd:
+            self.LayerNorm = nn.LayerNorm(c.hidden_size, c.layer_norm_eps)
+        self.conv = ConvLayer(c) if c.conv_kernel_size > 0 else None
+
+    def forward(self, x, mask):
+        c = self.c
+        L = x.shape[1]
+        m = mask.to(torch.long)
+        att_mask = (m.unsqueeze(1).unsqueeze(2) * m.unsqueeze(1).unsqueeze(-1)).bool()
+        rel_pos = rel_emb = None
+        if c.relative_attention:
+            rel_pos = build_relative_position(L, L, c.position_buckets, c.max_rel, x.device)
+            rel_emb = self.rel_embeddings.weight
+            if "layer_norm" in c.norm_rel_ebd:
+                rel_emb = self.LayerNorm(rel_emb)
+        h = x
+        for i in range(c.num_hidden_layers):
+            out = self.layer[0 if c.share_layers else i](h, att_mask, rel_pos, rel_emb)
+            if i == 0 and self.conv is not None:
+                out = self.conv(x, out, mask)
+            h = out
+        return h
+
+
+class Pooler(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.hidden_size, c.hidden_size)
+        self.act = ACT[c.pooler_hidden_act]
+
+    def forward(self, h):
+        return self.act(self.dense(h[:, 0]))
+
+
+class DebertaV2Eager(nn.Module):
+    """Backbone under .deberta-less names (embeddings.*, encoder.*) + HF heads."""
+
+    def __init__(self, config_dict):
+        super().__init__()
+        c = self.c = Cfg(config_dict)
+        self.embeddings = Embeddings(c)
+        self.encoder = Encoder(c)
+        if c.head == "classify":
+            self.pooler = Pooler(c)
+            self.classifier = nn.Linear(c.hidden_size, c.num_labels)
+        elif c.head == "qa":
+            self.qa_outputs = nn.Linear(c.hidden_size, 2)
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None):
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        h = self.encoder(self.embeddings(input_ids, token_type_ids, attention_mask), attention_mask)
+        out = {"last_hidden_state": h}
+        if self.c.head == "classify":
+            out["logits"] = self.classifier(self.pooler(h))
+        elif self.c.head == "qa":
+            lg = self.qa_outputs(h)
+            out["start_logits"], out["end_logits"] = lg[..., 0], lg[..., 1]
+        return out
+
+    def init_random(self, seed=0):
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for name, p in self.named_parameters():
+                if "LayerNorm.weight" in name:
+                    p.fill_(1.0)
+                elif "LayerNorm.bias" in name:
+                    p.zero_()
+                else:
+                    p.normal_(0.0, 0.02, generator=g)
+        return self
+
+
+# ---------------------------------------------------------------------------
+# checkpoint loading (own minimal safetensors reader: no safetensors module here)
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    header.pop("__metadata__", None)
+    np_types = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4"}
+    out = {}
+    for name, info in header.items():
+        b, e = info["data_offsets"]
+        raw = data[8 + n + b: 8 + n + e]
+        if info["dtype"] == "BF16":
+            arr = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+        else:
+            arr = np.frombuffer(raw, dtype=np_types[info["dtype"]])
+        out[name] = torch.from_numpy(arr.copy().reshape(info["shape"]))
+    return out
+
+
+def load_checkpoint(model_dir, dtype=torch.float32):
+    with open(os.path.join(model_dir, "config.json")) as f:
+        cfg = json.load(f)
+    model = DebertaV2Eager(cfg)
+    tensors = read_safetensors(os.path.join(model_dir, "model.safetensors"))
+    own = model.state_dict()
+    state = {}
+    for name, t in tensors.items():
+        name = name[len("deberta."):] if name.startswith("deberta.") else name
+        if name in own:  # HF ignores lm_predictions.*, mask_predictions.*, unused tables
+            state[name] = t
+    missing = sorted(set(own) - set(state))
+    if missing:
+        raise ValueError("%s: missing weights %s" % (model_dir, missing))
+    model.load_state_dict(state)
+    return model.to(dtype).eval()
+
+
+# ---------------------------------------------------------------------------
+# timing
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp64": torch.float64}
+
+
+def time_forward(model, batch, length, repeats, warmup, seed=0):
+    g = torch.Generator().manual_seed(seed + 1)
+    ids = torch.randint(4, model.c.vocab_size, (batch, length), generator=g)
+    ids[:, 0] = 1
+    ids[:, -1] = 2
+    mask = torch.ones_like(ids)
+    times = []
+    with torch.inference_mode():
+        for _ in range(warmup):
+            model(ids, mask)
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            model(ids, mask)
+            times.append(time.perf_counter() - t0)
+    return times
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--length", type=int, default=128)
+    ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0 = torch default)")
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--model", help="checkpoint dir to time instead of the random v3-base shape")
+    ap.add_argument("--json", action="store_true", help="print one JSON object only")
+    a = ap.parse_args(argv)
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
+    dtype = DTYPES[a.dtype]
+    torch.manual_seed(a.seed)
+    if a.model:
+        model = load_checkpoint(a.model, dtype)
+        name = os.path.abspath(a.model)
+    else:
+        model = DebertaV2Eager(V3_BASE).init_random(a.seed).to(dtype).eval()
+        name = "deberta-v3-base shape (random weights, 2-label head)"
+    if not model.c.position_biased_input or a.length <= model.c.max_position_embeddings:
+        pass
+    else:
+        ap.error("--length exceeds max_position_embeddings of a model with absolute positions")
+    times = time_forward(model, a.batch, a.length, a.repeats, a.warmup, a.seed)
+    result = {
+        "dtype": a.dtype, "batch": a.batch, "length": a.length,
+        "threads": torch.get_num_threads(), "median_s": statistics.median(times),
+        "repeats": a.repeats, "torch_version": torch.__version__,
+        "min_s": min(times), "model": name,
+    }
+    if a.json:
+        print(json.dumps(result))
+    else:
+        print("eager %s %s batch %d x length %d, %d threads: median %.4f s (min %.4f) over %d repeats, "
+              "%.0f tokens/s" % (name, a.dtype, a.batch, a.length, result["threads"], result["median_s"],
+                                 result["min_s"], a.repeats, a.batch * a.length / result["median_s"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
