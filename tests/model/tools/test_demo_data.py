@@ -1,0 +1,264 @@
+#!/usr/bin/python3
+"""Checks deploy/demo/generate_demo_data.py: determinism, the ticket slices,
+SQuAD v2 spans, rerank groups, split hygiene, stats.json.
+
+    test_demo_data.py --generator PATH --work DIR
+(registered with ctest; standard library only, a few seconds).
+"""
+import argparse
+import collections
+import filecmp
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import unittest
+
+ARGS = None
+SPLITS = ["train", "dev", "test"]
+FILES = (["manuals.txt", "mlm_train.txt", "mlm_dev.txt", "stats.json"]
+         + [f"tickets_{s}.jsonl" for s in SPLITS] + [f"qa_{s}.json" for s in SPLITS]
+         + [f"rerank_{s}.jsonl" for s in SPLITS])
+HARD_TAGS = ["negation", "swapped_roles", "word_order"]
+
+
+def generate(out, seed=13, scale=None):
+    if os.path.isdir(out):
+        shutil.rmtree(out)
+    cmd = ["/usr/bin/python3", ARGS.generator, "--out", out, "--seed", str(seed)]
+    if scale is not None:
+        cmd += ["--scale", str(scale)]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return out
+
+
+def read_jsonl(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def norm(text):
+    return " ".join(text.lower().split())
+
+
+def bag(text):
+    return sorted(re.findall(r"[a-z0-9$€£]+", text.lower()))
+
+
+class DemoData(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.a = generate(os.path.join(ARGS.work, "seed13_a"))
+        cls.b = generate(os.path.join(ARGS.work, "seed13_b"))
+        cls.c = generate(os.path.join(ARGS.work, "seed14"), seed=14)
+        cls.tickets = {s: read_jsonl(os.path.join(cls.a, f"tickets_{s}.jsonl")) for s in SPLITS}
+        cls.qa = {}
+        for s in SPLITS:
+            with open(os.path.join(cls.a, f"qa_{s}.json"), encoding="utf-8") as f:
+                cls.qa[s] = json.load(f)
+        cls.rerank = {s: read_jsonl(os.path.join(cls.a, f"rerank_{s}.jsonl")) for s in SPLITS}
+        with open(os.path.join(cls.a, "stats.json"), encoding="utf-8") as f:
+            cls.stats = json.load(f)
+
+    # ---- determinism
+    def test_same_seed_gives_identical_files(self):
+        for name in FILES:
+            self.assertTrue(filecmp.cmp(os.path.join(self.a, name), os.path.join(self.b, name),
+                                        shallow=False), name)
+
+    def test_other_seed_gives_other_files(self):
+        for name in ["tickets_train.jsonl", "tickets_test.jsonl", "rerank_train.jsonl", "qa_train.json"]:
+            self.assertFalse(filecmp.cmp(os.path.join(self.a, name), os.path.join(self.c, name),
+                                         shallow=False), name)
+
+    # ---- tickets
+    def test_ticket_schema_and_sizes(self):
+        self.assertEqual([len(self.tickets[s]) for s in SPLITS], [2400, 300, 300])
+        intents = set(self.stats["intents"])
+        tags = set(self.stats["tags"])
+        for s in SPLITS:
+            for t in self.tickets[s]:
+                self.assertEqual(set(t), {"text", "label", "tags"})
+                self.assertIsInstance(t["text"], str)
+                self.assertTrue(t["text"].strip())
+                self.assertIn(t["label"], intents)
+                self.assertIsInstance(t["tags"], list)
+                self.assertTrue(set(t["tags"]) <= tags, t)
+
+    def test_at_least_eight_intents_in_every_split(self):
+        self.assertGreaterEqual(len(self.stats["intents"]), 8)
+        for s in SPLITS:
+            labels = collections.Counter(t["label"] for t in self.tickets[s])
+            self.assertGreaterEqual(len(labels), 8, s)
+            self.assertEqual(set(labels), set(self.stats["intents"]), s)
+
+    def test_every_tag_in_every_split(self):
+        for s in SPLITS:
+            counts = collections.Counter(tag for t in self.tickets[s] for tag in t["tags"])
+            for tag in HARD_TAGS + ["noisy"]:
+                self.assertGreater(counts[tag], 0, (s, tag))
+            self.assertGreater(sum(not t["tags"] for t in self.tickets[s]), len(self.tickets[s]) // 2)
+
+    def test_no_duplicates_within_or_across_splits(self):
+        seen = {}
+        for s in SPLITS:
+            for t in self.tickets[s]:
+                k = norm(t["text"])
+                self.assertNotIn(k, seen, f"{t['text']!r} in {s} and {seen.get(k)}")
+                seen[k] = s
+
+    def test_negation_slice_spans_labels(self):
+        for s in SPLITS:
+            neg = [t for t in self.tickets[s] if "negation" in t["tags"]]
+            self.assertGreaterEqual(len({t["label"] for t in neg}), 4, s)
+
+    def test_word_order_pairs_share_words_and_differ_in_label(self):
+        # Every clean word_order ticket has a partner in its split with the
+        # same words and another label.
+        for s in SPLITS:
+            wo = [t for t in self.tickets[s] if t["tags"] == ["word_order"]]
+            self.assertTrue(wo, s)
+            by_bag = collections.defaultdict(set)
+            for t in wo:
+                by_bag[tuple(bag(t["text"]))].add(t["label"])
+            for t in wo:
+                self.assertGreaterEqual(len(by_bag[tuple(bag(t["text"]))]), 2, t["text"])
+
+    def test_swapped_role_pairs_stay_together(self):
+        for s in SPLITS:
+            sr = [t for t in self.tickets[s] if "swapped_roles" in t["tags"]]
+            self.assertEqual(len(sr) % 2, 0, s)
+            self.assertGreaterEqual(len({t["label"] for t in sr}), 4, s)
+
+    # ---- QA
+    def test_squad_v2_structure_and_spans(self):
+        ids = set()
+        for s in SPLITS:
+            d = self.qa[s]
+            self.assertEqual(d["version"], "v2.0")
+            for art in d["data"]:
+                self.assertIsInstance(art["title"], str)
+                for para in art["paragraphs"]:
+                    c = para["context"]
+                    for qa in para["qas"]:
+                        self.assertNotIn(qa["id"], ids)
+                        ids.add(qa["id"])
+                        self.assertTrue(qa["question"].endswith("?"), qa["question"])
+                        self.assertEqual(qa["is_impossible"], not qa["answers"], qa["id"])
+                        for a in qa["answers"]:
+                            st = a["answer_start"]
+                            self.assertEqual(c[st:st + len(a["text"])], a["text"], qa["id"])
+                            self.assertTrue(a["text"].strip())
+
+    def test_unanswerable_fraction(self):
+        total = imp = 0
+        for s in SPLITS:
+            qs = [qa for art in self.qa[s]["data"] for p in art["paragraphs"] for qa in p["qas"]]
+            n_imp = sum(q["is_impossible"] for q in qs)
+            self.assertGreaterEqual(n_imp / len(qs), 0.30, s)
+            self.assertGreater(len(qs) - n_imp, 0, s)
+            total += len(qs)
+            imp += n_imp
+        self.assertGreaterEqual(imp / total, 0.30)
+        self.assertAlmostEqual(self.stats["qa"]["all"]["unanswerable_fraction"], round(imp / total, 4))
+
+    def test_qa_contexts_do_not_cross_splits(self):
+        where = {}
+        for s in SPLITS:
+            for art in self.qa[s]["data"]:
+                for p in art["paragraphs"]:
+                    self.assertNotIn(p["context"], where)
+                    where[p["context"]] = s
+
+    # ---- rerank
+    def test_rerank_groups(self):
+        with open(os.path.join(self.a, "manuals.txt"), encoding="utf-8") as f:
+            docs = f.read().strip().split("\n\n")
+        manual_of = {}
+        for i, d in enumerate(docs):
+            for line in d.split("\n")[1:]:
+                manual_of[line] = i
+        queries_by_split = {}
+        for s in SPLITS:
+            rows = self.rerank[s]
+            self.assertTrue(rows, s)
+            groups = []
+            for r in rows:
+                self.assertEqual(set(r), {"query", "passage", "label"})
+                self.assertIn(r["label"], (0, 1))
+                self.assertIn(r["passage"], manual_of)
+                if groups and groups[-1][0]["query"] == r["query"]:
+                    groups[-1].append(r)
+                else:
+                    groups.append([r])
+            queries = [g[0]["query"] for g in groups]
+            self.assertEqual(len(queries), len(set(queries)), f"{s}: a query's lines are not contiguous")
+            for g in groups:
+                pos = [r for r in g if r["label"] == 1]
+                self.assertEqual(len(pos), 1, g[0]["query"])
+                home = manual_of[pos[0]["passage"]]
+                negs = [manual_of[r["passage"]] for r in g if r["label"] == 0]
+                self.assertGreaterEqual(sum(m == home for m in negs), 1, "no hard negative")
+                self.assertGreaterEqual(sum(m != home for m in negs), 1, "no easy negative")
+                self.assertEqual(len({r["passage"] for r in g}), len(g), "repeated passage")
+            queries_by_split[s] = set(queries)
+        self.assertFalse(queries_by_split["train"] & queries_by_split["test"])
+        self.assertFalse(queries_by_split["train"] & queries_by_split["dev"])
+
+    # ---- corpora
+    def test_manuals_and_mlm_corpora(self):
+        with open(os.path.join(self.a, "manuals.txt"), encoding="utf-8") as f:
+            docs = f.read().strip().split("\n\n")
+        self.assertGreaterEqual(len(docs), 4)
+        n_par = sum(len(d.split("\n")) - 1 for d in docs)
+        self.assertTrue(20 <= n_par <= 40, n_par)
+        with open(os.path.join(self.a, "mlm_train.txt"), encoding="utf-8") as f:
+            mlm_train = f.read()
+        with open(os.path.join(self.a, "mlm_dev.txt"), encoding="utf-8") as f:
+            mlm_dev = f.read()
+        self.assertNotIn("\n\n\n", mlm_train)
+        train_lines = set(mlm_train.splitlines())
+        for t in self.tickets["test"]:
+            self.assertNotIn(t["text"], train_lines)
+        for t in self.tickets["train"][:50]:
+            self.assertIn(t["text"], train_lines)
+        for t in self.tickets["dev"][:20]:
+            self.assertIn(t["text"], mlm_dev)
+        for art in self.qa["test"]["data"]:
+            for p in art["paragraphs"]:
+                self.assertNotIn(p["context"], train_lines)
+                self.assertNotIn(p["context"], mlm_dev)
+
+    def test_stats_match_files(self):
+        for s in SPLITS:
+            c = self.stats["classify"][s]
+            self.assertEqual(c["count"], len(self.tickets[s]))
+            self.assertEqual(sum(c["intents"].values()), len(self.tickets[s]))
+            for tag in HARD_TAGS:
+                self.assertEqual(c["tags"][tag], sum(tag in t["tags"] for t in self.tickets[s]))
+            self.assertEqual(self.stats["rerank"][s]["pairs"], len(self.rerank[s]))
+            self.assertEqual(self.stats["rerank"][s]["positives"], self.stats["rerank"][s]["queries"])
+
+    def test_small_scale_keeps_every_slice(self):
+        out = generate(os.path.join(ARGS.work, "scale0.1"), scale=0.1)
+        for s, n in zip(SPLITS, [240, 30, 30]):
+            rows = read_jsonl(os.path.join(out, f"tickets_{s}.jsonl"))
+            self.assertEqual(len(rows), n)
+            tags = {tag for t in rows for tag in t["tags"]}
+            self.assertTrue(set(HARD_TAGS) <= tags, (s, tags))
+
+    def test_bad_arguments_fail(self):
+        r = subprocess.run(["/usr/bin/python3", ARGS.generator], capture_output=True, text=True)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--out", r.stderr)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--generator", required=True)
+    ap.add_argument("--work", required=True)
+    ARGS, rest = ap.parse_known_args()
+    os.makedirs(ARGS.work, exist_ok=True)
+    unittest.main(argv=[sys.argv[0], "-v"] + rest)
