@@ -14,7 +14,8 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   # LibTorch (CPU) and a fast BLAS: without libopenblas0-openmp Debian's
   # reference BLAS runs a 2048^2 matmul ~30x slower.
-  libtorch-dev libopenblas0-openmp
+  libtorch-dev libopenblas0-openmp libgloo-dev
+  # (libgloo-dev: headers c10d's ProcessGroupGloo needs for distributed training)
   # RPC, serialisation and the rest of the stack
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev prometheus-cpp-dev nlohmann-json3-dev

@@ -26,10 +26,18 @@
 #                              [--shared-dir DIR]  (default: REPO/../shared; goldens for the test models)
 #                              [--model-dir DIR]   (a classify checkpoint; default: the tiny test model)
 #                              [--repeats N]       (default 3)
-#                              [--duration-s S]    (counted seconds per load run; default 5)
+#                              [--duration-s S]    (measuring window per load run; default 5)
+#                              [--warmup-s S]      (uncounted seconds before it; default 2; a big model
+#                                                  needs several batch latencies of both)
 #                              [--engine-lines N]  (lines of the engine run; default 2048)
 #                              [--json FILE]       (also write the summary as JSON)
+#                              [--server-args "ARGS"] (extra `dserve serve` flags for every server,
+#                                                  e.g. "--threads-per-worker 1 --max-queue-delay-us 500")
 #   or: ninja -C BUILD bench_serve
+# The environment reaches both the engine and the servers, so e.g.
+#   OMP_WAIT_POLICY=PASSIVE bench/serve/serve_bench.sh
+# compares them under the same OpenMP settings (on a busy or small machine,
+# spinning OpenMP threads fight the gRPC threads and the load client).
 # Needs /usr/bin/python3 with sentencepiece (Debian python3-sentencepiece) to
 # tokenize the inputs ([CLS]=1 ... [SEP]=2). Servers listen on 127.0.0.1 port
 # 0 and are killed on exit.
@@ -41,8 +49,10 @@ SHARED="$REPO/../shared"
 MODEL_DIR=""
 REPEATS=3
 DURATION_S=5
+WARMUP_S=2
 ENGINE_LINES=2048
 JSON_OUT=""
+SERVER_ARGS=""
 LONG_CLIENTS=64
 SHORT_CLIENTS=32
 PY=/usr/bin/python3
@@ -54,8 +64,10 @@ while [[ $# -gt 0 ]]; do
     --model-dir) MODEL_DIR=$2; shift 2 ;;
     --repeats) REPEATS=$2; shift 2 ;;
     --duration-s) DURATION_S=$2; shift 2 ;;
+    --warmup-s) WARMUP_S=$2; shift 2 ;;
     --engine-lines) ENGINE_LINES=$2; shift 2 ;;
     --json) JSON_OUT=$2; shift 2 ;;
+    --server-args) SERVER_ARGS=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "serve_bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -156,13 +168,15 @@ engine_rate() {
 # Starts `dserve serve` with extra flags; sets PORT and METRICS_PORT.
 start_server() {
   local log="$WORK/server_$#_$RANDOM.log"
+  : >"$log.out"  # exists before the first poll below
+  # shellcheck disable=SC2086  # SERVER_ARGS is a list of flags
   "$DSERVE" serve --model "classify=$MODEL_DIR" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
-    "$@" >"$log.out" 2>"$log" &
+    $SERVER_ARGS "$@" >"$log.out" 2>"$log" &
   SERVER_PIDS+=($!)
   local pid=$!
   for _ in $(seq 600); do
-    PORT=$(sed -n 's/^dserve: listening on port \([0-9]*\)$/\1/p' "$log.out")
-    METRICS_PORT=$(sed -n 's/^dserve: metrics on port \([0-9]*\)$/\1/p' "$log.out")
+    PORT=$(sed -n 's/^dserve: listening on port \([0-9]*\)$/\1/p' "$log.out" || true)
+    METRICS_PORT=$(sed -n 's/^dserve: metrics on port \([0-9]*\)$/\1/p' "$log.out" || true)
     [[ -n "$PORT" && -n "$METRICS_PORT" ]] && return 0
     kill -0 "$pid" 2>/dev/null || { echo "server failed:" >&2; cat "$log" >&2; exit 1; }
     sleep 0.1
@@ -179,9 +193,15 @@ stop_server() {
 # Items/s of the closed-loop load: load INPUT CLIENTS.
 load_rate() {
   "$CLIENT" --target "127.0.0.1:$PORT" --json load --model classify --task classify \
-    --input "$1" --concurrency "$2" --duration-s "$DURATION_S" --warmup-s 1 --channels 4 \
+    --input "$1" --concurrency "$2" --duration-s "$DURATION_S" --warmup-s "$WARMUP_S" --channels 4 \
     >"$WORK/load.json"
-  "$PY" -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['ok']>0 and r['ok']==r['requests'], r['codes']; print(f\"{r['items_per_s']:.2f} {r['latency_ms']['p50']:.2f} {r['latency_ms']['p99']:.2f}\")" "$WORK/load.json"
+  "$PY" - "$WORK/load.json" <<'PYEOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+if r["items_per_s"] <= 0 or set(r["codes"]) - {"OK"}:
+    sys.exit(f"load run failed or too short for this model (raise --duration-s/--warmup-s): {r}")
+print(f"{r['items_per_s']:.2f} {r['latency_ms']['p50']:.2f} {r['latency_ms']['p99']:.2f}")
+PYEOF
 }
 
 mean_batch() {
@@ -198,10 +218,12 @@ PYEOF
 echo "== dserve serve benchmark =="
 echo "machine: nproc=$(nproc), cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(uname -sr)"
 echo "model:   $MODEL_DIR ($MODEL_KIND)"
-echo "config:  repeats=$REPEATS, load ${DURATION_S}s counted + 1s warm-up per run, 4 client channels,"
+echo "config:  repeats=$REPEATS, load ${DURATION_S}s window after ${WARMUP_S}s warm-up per run (rates = replies in the window), 4 client channels,"
 echo "         (a) $LONG_CLIENTS clients, long texts, server defaults (max-batch-size 32) vs 'dserve forward --batch-size 32' over $ENGINE_LINES lines"
 echo "         (b) $SHORT_CLIENTS clients, short texts, server defaults vs --max-batch-size 1"
 echo "         client and server share this machine's cores (the load client's CPU is part of the cost)"
+echo "         extra server flags: ${SERVER_ARGS:-(none)}; OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(unset)};" \
+     "load average before start: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [[ "$MODEL_KIND" != "custom checkpoint" ]]; then
   echo "NOTE:    tiny model: its forward pass is microseconds per item, so ratio (a) is dominated by"
   echo "         per-call gRPC/server/client overhead; use --model-dir for a production-size encoder."

@@ -9,6 +9,9 @@
 #include "model/tools/forward_command.h"
 #ifdef DSERVE_HAVE_TOKENIZER
 #include "model/tools/tokenize_command.h"
+#include "model/tools/eval_command.h"
+#include "model/tools/train_command.h"
+#include "model/tools/train_tokenizer_command.h"
 #endif
 #include "model/util/logging.h"
 #include "model/util/process.h"
@@ -34,6 +37,38 @@ int main(int argc, char** argv) {
   std::string tokenize_model;
   auto* tok = app.add_subcommand("tokenize", "Tokenize JSONL {\"text\", \"text_pair\"?} from stdin");
   tok->add_option("--model", tokenize_model, "directory with spm.model or tokenizer.json")->required();
+
+#ifdef DSERVE_HAVE_TOKENIZER
+  // train-tokenizer (runs Debian's spm_train; DeBERTa layout)
+  dserve::TrainTokenizerOptions train_tokenizer;
+  auto* train_tok = app.add_subcommand(
+      "train-tokenizer", "Train a DeBERTa-layout SentencePiece Unigram spm.model with spm_train");
+  train_tok->add_option("--input", train_tokenizer.inputs, "UTF-8 text files, one sentence per line")
+      ->required();
+  train_tok->add_option("--vocab-size", train_tokenizer.vocab_size, "all ids, [PAD] [CLS] [SEP] [UNK] [MASK] included")
+      ->required();
+  train_tok->add_option("--out", train_tokenizer.out_dir, "directory for spm.model and spm.vocab")->required();
+  train_tok->add_option("--model-type", train_tokenizer.model_type, "unigram (the only type dserve reads)")
+      ->capture_default_str();
+  train_tok->add_option("--character-coverage", train_tokenizer.character_coverage)->capture_default_str();
+  train_tok->add_flag("--byte-fallback", train_tokenizer.byte_fallback, "unknown characters become UTF-8 byte pieces");
+  train_tok->add_option("--max-sentences", train_tokenizer.max_sentences, "sample this many lines (0 = all)")
+      ->capture_default_str();
+  train_tok->add_option("--threads", train_tokenizer.threads, "spm_train threads (the model depends on it)")
+      ->capture_default_str();
+  train_tok->add_option("--seed", train_tokenizer.seed)->capture_default_str();
+  train_tok->add_option("--spm-train", train_tokenizer.spm_train, "spm_train program (default: $DSERVE_SPM_TRAIN or PATH)");
+  train_tok->add_flag("--verbose", train_tokenizer.verbose, "stream spm_train's log to stderr");
+#endif
+
+#ifdef DSERVE_HAVE_TOKENIZER
+  // train / eval (model/tools/train_command.h, eval_command.h)
+  dserve::TrainCommandOptions train_options;
+  train_options.argv.assign(argv, argv + argc);
+  auto* train_cmd = dserve::AddTrainCommand(app, &train_options);
+  dserve::EvalCommandOptions eval_options;
+  auto* eval_cmd = dserve::AddEvalCommand(app, &eval_options);
+#endif
 
   // bench
   auto* bench = app.add_subcommand("bench", "Performance harness");
@@ -64,6 +99,13 @@ int main(int argc, char** argv) {
     return 2;
 #endif
   }
+#ifdef DSERVE_HAVE_TOKENIZER
+  if (train_tok->parsed()) return dserve::RunTrainTokenizerCommand(train_tokenizer, std::cout, std::cerr);
+#endif
+#ifdef DSERVE_HAVE_TOKENIZER
+  if (train_cmd->parsed()) return dserve::RunTrainCommand(train_options, std::cerr);
+  if (eval_cmd->parsed()) return dserve::RunEvalCommand(eval_options, std::cout, std::cerr);
+#endif
   if (bench_encoder->parsed()) return dserve::RunEncoderBench(encoder_bench, std::cout, std::cerr);
   return dserve::RunServerCommands(app);
 }

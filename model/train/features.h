@@ -1,0 +1,61 @@
+// Training features: examples of each task tokenized into model inputs with
+// their targets (torch-free). A "unit" is what the sampler shuffles and what
+// the loss is averaged over: one feature, or (listwise rerank) one query's
+// candidates.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/deberta/model.h"  // TokenBatch (torch-free header)
+#include "model/tokenizer/tokenizer.h"
+#include "model/train/data.h"
+
+namespace dserve {
+
+struct Feature {
+  std::vector<int32_t> ids;
+  std::vector<int32_t> type_ids;
+  std::vector<int> labels;  // classify: label ids (all of them for multi-label)
+  float target = 0.0f;      // rerank: 1 relevant, 0 not
+  int start = 0, end = 0;   // answer: token positions (0 = [CLS] = no answer)
+};
+
+struct FeatureSet {
+  std::vector<Feature> features;
+  std::vector<std::vector<int>> units;  // feature indices per unit
+  int64_t truncated = 0;                // examples cut to max_length
+};
+
+// classify: [CLS] text [SEP], longest-first truncation to max_length;
+// labels mapped through `label_ids` (label -> id); an unknown label is an
+// error naming the line.
+absl::StatusOr<FeatureSet> BuildClassifyFeatures(const ClassifyData& data, const Tokenizer& tokenizer,
+                                                 const std::vector<std::string>& labels, int max_length);
+
+// answer: one feature per window (EncodeQuestionContextWindows with
+// `doc_stride`); start/end as Hugging Face run_qa.py prepare_train_features:
+// the first answer's code-point span -> bytes -> the first/last context
+// tokens covering it; impossible questions and answers not wholly inside
+// the window -> 0 ([CLS]).
+absl::StatusOr<FeatureSet> BuildAnswerFeatures(const SquadData& data, const Tokenizer& tokenizer, int max_length,
+                                               int doc_stride);
+
+// rerank: [CLS] query [SEP] passage [SEP], longest-first truncation. With
+// `listwise`, a unit is every pair of one query; otherwise one pair.
+absl::StatusOr<FeatureSet> BuildRerankFeatures(const RerankData& data, const Tokenizer& tokenizer,
+                                               int max_length, bool listwise);
+
+// Pads `indices` of `features` into one batch (right padding with pad_id).
+TokenBatch CollateFeatures(const std::vector<Feature>& features, const std::vector<int>& indices, int pad_id,
+                           bool with_type_ids);
+
+// Stride used for windows: the checkpoint's doc_stride, but at most half of
+// the room `first` leaves in max_length (as the server does), so every
+// window advances.
+absl::StatusOr<int> WindowStride(const Tokenizer& tokenizer, const std::string& first, int max_length,
+                                 int doc_stride);
+
+}  // namespace dserve

@@ -1,0 +1,324 @@
+#include "model/train/trainable_model.h"
+
+#include <chrono>
+#include <cmath>
+
+#include <torch/torch.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "model/checkpoint/checkpoint_dir.h"
+#include "model/deberta/weights.h"
+#include "model/train/data.h"
+#include "model/util/status_macros.h"
+
+namespace dserve {
+namespace F = torch::nn::functional;
+
+namespace {
+
+bool NeedsClassification(Task t) { return t == Task::kClassify || t == Task::kRerank; }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TrainableModel>> TrainableModel::FromScratch(const ModelConfig& config, bool sop) {
+  std::unique_ptr<TrainableModel> m(new TrainableModel());
+  m->config_ = config;
+  absl::Status status = absl::OkStatus();
+  RETURN_IF_ERROR(TorchCall("initialising weights", [&] {
+    torch::NoGradGuard no_grad;
+    EncoderWeights weights = EncoderWeights::Init(config, torch::kFloat, torch::kCPU);
+    auto encoder = DebertaEncoder::Create(config, std::move(weights), DebertaEncoder::Options{false});
+    if (!encoder.ok()) {
+      status = encoder.status();
+      return;
+    }
+    m->encoder_ = *std::move(encoder);
+    if (NeedsClassification(config.task())) {
+      auto head = ClassificationHead::Init(config, torch::kFloat, torch::kCPU);
+      if (!head.ok()) {
+        status = head.status();
+        return;
+      }
+      m->classification_ = *std::move(head);
+    } else if (config.task() == Task::kAnswer) {
+      m->qa_ = QaHead::Init(config, torch::kFloat, torch::kCPU);
+    } else if (config.task() == Task::kMlm) {
+      auto head = MlmHead::Init(config, torch::kFloat, torch::kCPU);
+      if (!head.ok()) {
+        status = head.status();
+        return;
+      }
+      m->mlm_ = *std::move(head);
+      if (sop) {
+        auto sop_head = SopHead::Init(config, torch::kFloat, torch::kCPU);
+        if (!sop_head.ok()) {
+          status = sop_head.status();
+          return;
+        }
+        m->sop_ = *std::move(sop_head);
+      }
+    }
+  }));
+  RETURN_IF_ERROR(status);
+  RETURN_IF_ERROR(m->Finish());
+  return m;
+}
+
+absl::StatusOr<std::unique_ptr<TrainableModel>> TrainableModel::FromFiles(
+    const ModelConfig& config, const std::vector<std::string>& weight_paths, bool load_head,
+    bool* head_initialised, bool sop) {
+  std::unique_ptr<TrainableModel> m(new TrainableModel());
+  m->config_ = config;
+  *head_initialised = false;
+  ASSIGN_OR_RETURN(auto store, WeightStore::Open(weight_paths, torch::kFloat, torch::kCPU));
+  absl::Status status = absl::OkStatus();
+  auto load = [&]() -> absl::Status {
+    torch::NoGradGuard no_grad;
+    ASSIGN_OR_RETURN(EncoderWeights weights, EncoderWeights::Load(config, *store));
+    // Tensors from the store may share memory with nothing we own; clone so
+    // that in-place optimizer updates never touch another object's storage.
+    for (auto& [name, t] : weights.Named(config)) t.set_data(t.clone());
+    if (config.task() == Task::kMlm && !config.position_biased_input && InitEmdPositionsIfMissing(config, &weights)) {
+      *head_initialised = true;
+    }
+    ASSIGN_OR_RETURN(m->encoder_, DebertaEncoder::Create(config, std::move(weights), DebertaEncoder::Options{false}));
+    if (NeedsClassification(config.task())) {
+      absl::StatusOr<ClassificationHead> head = absl::NotFoundError("not loaded");
+      if (load_head) head = ClassificationHead::Load(config, *store);
+      if (!head.ok()) {
+        *head_initialised = true;
+        head = ClassificationHead::Init(config, torch::kFloat, torch::kCPU);
+      }
+      if (!head.ok()) return head.status();
+      m->classification_ = *std::move(head);
+    } else if (config.task() == Task::kAnswer) {
+      absl::StatusOr<QaHead> head = absl::NotFoundError("not loaded");
+      if (load_head) head = QaHead::Load(config, *store);
+      if (!head.ok()) {
+        *head_initialised = true;
+        head = QaHead::Init(config, torch::kFloat, torch::kCPU);
+      }
+      m->qa_ = *std::move(head);
+    } else if (config.task() == Task::kMlm) {
+      std::string report;
+      ASSIGN_OR_RETURN(MlmHead head, MlmHead::Load(config, *store, /*init_if_missing=*/true, &report));
+      if (report == "initialised") *head_initialised = true;
+      m->mlm_ = std::move(head);
+      if (sop) {
+        std::string sop_report;
+        ASSIGN_OR_RETURN(SopHead sop_head, SopHead::Load(config, *store, /*init_if_missing=*/true, &sop_report));
+        if (sop_report == "initialised") *head_initialised = true;
+        m->sop_ = std::move(sop_head);
+      }
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(TorchCall("loading weights", [&] { status = load(); }));
+  RETURN_IF_ERROR(status);
+  RETURN_IF_ERROR(m->Finish());
+  return m;
+}
+
+absl::Status TrainableModel::Finish() {
+  return TorchCall("preparing parameters", [&] {
+    for (auto& [name, t] : Parameters()) {
+      t.set_data(t.detach().contiguous());
+      t.set_requires_grad(true);
+    }
+  });
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> TrainableModel::Named(bool for_checkpoint) const {
+  auto named = encoder_->weights().Named(config_);
+  // The EMD of an MLM model reads the absolute position table: keep it.
+  if (for_checkpoint && !config_.position_biased_input && !mlm_) {
+    std::vector<std::pair<std::string, torch::Tensor>> kept;
+    for (auto& p : named) {
+      if (p.first != "deberta.embeddings.position_embeddings.weight") kept.push_back(std::move(p));
+    }
+    named = std::move(kept);
+  }
+  if (classification_) classification_->AppendNamed(&named);
+  if (qa_) qa_->AppendNamed(&named);
+  if (mlm_) mlm_->AppendNamed(encoder_->weights().embeddings.word, &named);
+  if (sop_) sop_->AppendNamed(&named);
+  return named;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> TrainableModel::Parameters() const {
+  if (!mlm_) return Named(/*for_checkpoint=*/true);  // position table only read with position_biased_input
+  // MLM: the encoder (position table included, for the EMD) and the heads'
+  // own tensors (the decoder is tied to the word embeddings), each once.
+  auto params = encoder_->weights().Named(config_);
+  std::vector<std::pair<std::string, torch::Tensor>> head_named;
+  mlm_->AppendNamed(encoder_->weights().embeddings.word, &head_named);
+  if (sop_) sop_->AppendNamed(&head_named);
+  auto name_of = [&](const torch::Tensor& t) {  // HF name, for the weight-decay rule
+    for (const auto& [n, h] : head_named) {
+      if (h.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return n;
+    }
+    return std::string("head");
+  };
+  std::vector<torch::Tensor> own = mlm_->Parameters();
+  if (sop_) {
+    auto more = sop_->Parameters();
+    own.insert(own.end(), more.begin(), more.end());
+  }
+  for (const auto& t : own) params.emplace_back(name_of(t), t);
+  return params;
+}
+
+MlmOutput TrainableModel::Mlm(const MlmBatch& batch, bool use_emd) const {
+  return MlmForward(*encoder_, *mlm_, sop_ ? &*sop_ : nullptr, batch, use_emd);
+}
+
+std::vector<int64_t> MlmSpecialIds(const Tokenizer& tokenizer) {
+  return {tokenizer.pad_id(), tokenizer.cls_id(), tokenizer.sep_id(), tokenizer.unk_id(), tokenizer.mask_id()};
+}
+
+absl::StatusOr<std::vector<MlmExample>> ReadMlmExamples(const std::string& path, const Tokenizer& tokenizer,
+                                                        int max_length, bool sop, uint64_t seed) {
+  ASSIGN_OR_RETURN(std::vector<TextDocument> docs, ReadTextDocuments(path));
+  std::vector<std::vector<std::vector<int64_t>>> ids;
+  std::vector<SpmPiece> pieces;
+  for (const auto& doc : docs) {
+    ids.emplace_back();
+    for (size_t l = 0; l < doc.lines.size(); ++l) {
+      pieces.clear();
+      absl::Status s = tokenizer.EncodeRaw(doc.lines[l], &pieces);
+      if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ":", doc.first_line + l, ": ", s.message()));
+      std::vector<int64_t> line;
+      for (const auto& p : pieces) line.push_back(p.id);
+      ids.back().push_back(std::move(line));
+    }
+  }
+  std::mt19937_64 rng(seed);
+  std::vector<MlmExample> examples =
+      BuildMlmExamples(ids, max_length, sop, tokenizer.cls_id(), tokenizer.sep_id(), rng);
+  if (examples.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": no training rows (text too short?)"));
+  return examples;
+}
+
+absl::StatusOr<MlmEvalResult> EvaluateMlm(const TrainableModel& model, const std::vector<MlmExample>& examples,
+                                          const Tokenizer& tokenizer, int batch_size, uint64_t seed,
+                                          const MaskingOptions& masking, bool use_emd) {
+  MlmEvalResult result;
+  const auto started = std::chrono::steady_clock::now();
+  double loss_sum = 0, sop_correct = 0, sop_count = 0;
+  int64_t correct = 0, count = 0;
+  std::mt19937_64 rng(seed);
+  const size_t bs = static_cast<size_t>(std::max(1, batch_size));
+  absl::Status status = TorchCall("mlm eval", [&] {
+    torch::NoGradGuard no_grad;
+    for (size_t begin = 0; begin < examples.size(); begin += bs) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const size_t end = std::min(examples.size(), begin + bs);
+      std::vector<MlmExample> part(examples.begin() + static_cast<std::ptrdiff_t>(begin),
+                                   examples.begin() + static_cast<std::ptrdiff_t>(end));
+      std::vector<std::vector<int64_t>> rows;
+      for (const auto& e : part) rows.push_back(e.input_ids);
+      MaskedTokens masked = MaskTokens(rows, MlmSpecialIds(tokenizer), tokenizer.mask_id(),
+                                       model.config().vocab_size, masking, rng);
+      MlmBatch batch = CollateMlmBatch(part, masked, tokenizer.pad_id(), torch::kCPU);
+      MlmOutput out = model.Mlm(batch, use_emd);
+      loss_sum += out.mlm_loss.item<double>() * static_cast<double>(out.count);
+      correct += out.correct;
+      count += out.count;
+      sop_correct += static_cast<double>(out.sop_correct);
+      sop_count += static_cast<double>(out.sop_count);
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      for (size_t i = begin; i < end; ++i) result.item_latency_ms.push_back(ms);
+    }
+  });
+  RETURN_IF_ERROR(status);
+  const double loss = count > 0 ? loss_sum / static_cast<double>(count) : 0.0;
+  result.metrics = {{"loss", loss},
+                    {"perplexity", std::exp(loss)},
+                    {"accuracy", count > 0 ? static_cast<double>(correct) / static_cast<double>(count) : 0.0},
+                    {"count", count}};
+  if (sop_count > 0) result.metrics["sop_accuracy"] = sop_correct / sop_count;
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return result;
+}
+
+torch::Tensor TrainableModel::Encode(const TokenBatch& batch, bool training) const {
+  const int64_t B = batch.batch_size, L = batch.length;
+  auto from = [&](const std::vector<int64_t>& v) {
+    return torch::from_blob(const_cast<int64_t*>(v.data()), {B, L}, torch::kLong).clone();
+  };
+  EncoderInput input;
+  input.input_ids = from(batch.input_ids);
+  input.attention_mask = from(batch.attention_mask);
+  if (!batch.token_type_ids.empty() && config_.type_vocab_size > 0) input.token_type_ids = from(batch.token_type_ids);
+  const double p = config_.hidden_dropout_prob;
+  if (!training || p <= 0 || config_.conv_kernel_size > 0) return encoder_->Forward(input);
+  // Same computation as Forward, layer by layer, so that dropout can follow
+  // the embeddings (HF DebertaV2Embeddings applies it after LN and mask).
+  torch::Tensor x = F::dropout(encoder_->Embed(input), F::DropoutFuncOptions().p(p).training(true));
+  for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
+    x = encoder_->LayerForward(i, x, x, input.attention_mask);
+  }
+  return x;
+}
+
+TrainableModel::Outputs TrainableModel::Forward(const TokenBatch& batch, bool training) const {
+  Outputs out;
+  torch::Tensor hidden = Encode(batch, training);
+  if (classification_) {
+    const auto& h = *classification_;
+    torch::Tensor ctx = hidden.select(1, 0);
+    if (training && config_.pooler_dropout > 0) {
+      ctx = F::dropout(ctx, F::DropoutFuncOptions().p(config_.pooler_dropout).training(true));
+    }
+    torch::Tensor pooled = h.pooler_act(torch::linear(ctx, h.pooler.weight, h.pooler.bias));
+    const double cls_p = config_.cls_dropout.value_or(config_.hidden_dropout_prob);
+    if (training && cls_p > 0) pooled = F::dropout(pooled, F::DropoutFuncOptions().p(cls_p).training(true));
+    out.logits = torch::linear(pooled, h.classifier.weight, h.classifier.bias);
+  }
+  if (qa_) std::tie(out.start, out.end) = qa_->Forward(hidden);
+  return out;
+}
+
+absl::StatusOr<HeadOutputs> TrainableModel::Predict(const TokenBatch& batch) const {
+  HeadOutputs out;
+  out.batch_size = batch.batch_size;
+  out.length = batch.length;
+  RETURN_IF_ERROR(TorchCall("eval forward", [&] {
+    torch::NoGradGuard no_grad;
+    Outputs o = Forward(batch, /*training=*/false);
+    auto to_vector = [](const torch::Tensor& t) {
+      auto cpu = t.detach().to(torch::kCPU, torch::kFloat).contiguous();
+      return std::vector<float>(cpu.data_ptr<float>(), cpu.data_ptr<float>() + cpu.numel());
+    };
+    if (o.logits.defined()) {
+      out.num_labels = o.logits.size(1);
+      out.logits = to_vector(o.logits);
+    }
+    if (o.start.defined()) {
+      out.start_logits = to_vector(o.start);
+      out.end_logits = to_vector(o.end);
+    }
+  }));
+  return out;
+}
+
+TensorsForWrite ToWrite(const std::vector<std::pair<std::string, torch::Tensor>>& named) {
+  TensorsForWrite w;
+  w.storage.reserve(named.size());
+  for (const auto& [name, t] : named) {
+    w.storage.push_back(t.detach().to(torch::kCPU, torch::kFloat).contiguous().clone());
+    const torch::Tensor& s = w.storage.back();
+    w.tensors.push_back(TensorToWrite{name, DType::kF32, s.sizes().vec(), s.data_ptr()});
+  }
+  return w;
+}
+
+absl::Status TrainableModel::Save(const std::string& dir, const ModelConfig& config, const std::string& tokenizer_src,
+                                  bool for_checkpoint) const {
+  TensorsForWrite w;
+  RETURN_IF_ERROR(TorchCall("copying weights", [&] { w = ToWrite(Named(for_checkpoint)); }));
+  return WriteCheckpointDir(dir, config, w.tensors, tokenizer_src);
+}
+
+}  // namespace dserve

@@ -1,0 +1,340 @@
+// End-to-end training runs of `dserve train` / `dserve eval` on tiny
+// deterministic datasets and models (label: slow).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "model/deberta/model.h"
+#include "model/tokenizer/tokenizer.h"
+#include "tests/model/train/train_test_util.h"
+
+namespace dserve::testing {
+namespace {
+
+struct Workdir {
+  std::string dir;
+  std::string config;
+  std::string train, dev;
+};
+
+Workdir Prepare(const std::string& name, const json& config, const std::string& train, const std::string& dev,
+            const std::string& ext) {
+  Workdir r;
+  r.dir = ScratchDir(name);
+  r.config = r.dir + "/config.json";
+  WriteText(r.config, config.dump(2));
+  r.train = r.dir + "/train." + ext;
+  r.dev = r.dir + "/dev." + ext;
+  WriteText(r.train, train);
+  WriteText(r.dev, dev);
+  return r;
+}
+
+std::vector<std::string> TrainArgs(const Workdir& r, const std::string& task, const std::string& out,
+                                   std::vector<std::string> extra) {
+  std::vector<std::string> args = {"train", "--task", task, "--train", r.train, "--config", r.config,
+                                   "--tokenizer", GoldenSpm(), "--out", out, "--threads", "1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+double Mean(const std::vector<double>& v, size_t begin, size_t end) {
+  double s = 0;
+  for (size_t i = begin; i < end; ++i) s += v[i];
+  return s / static_cast<double>(end - begin);
+}
+
+// Loads `dir` as the server does and runs one tokenized text through it.
+void ExpectServable(const std::string& dir, Task task) {
+  auto model = DebertaModel::Load(dir, ModelOptions());
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ((*model)->task(), task);
+  auto tok = Tokenizer::FromDirectory(dir);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  auto enc = (*tok)->EncodePair("Where is my package?", "The river runs past the mill.", EncodeOptions());
+  ASSERT_TRUE(enc.ok());
+  std::vector<std::vector<int64_t>> types;
+  if ((*model)->config().type_vocab_size > 0) types.emplace_back(enc->type_ids.begin(), enc->type_ids.end());
+  TokenBatch batch = TokenBatch::Pad({std::vector<int64_t>(enc->ids.begin(), enc->ids.end())}, types, 0);
+  auto out = (*model)->Run(batch);
+  ASSERT_TRUE(out.ok()) << out.status();
+  if (task == Task::kAnswer) {
+    EXPECT_EQ(out->start_logits.size(), enc->ids.size());
+  } else {
+    EXPECT_EQ(out->logits.size(), static_cast<size_t>((*model)->config().num_labels()));
+  }
+}
+
+// Tensor names and architecture as Hugging Face's golden checkpoint of the same architecture.
+void ExpectHfLayout(const std::string& dir, const std::string& golden) {
+  const std::string gdir = SharedDir() + "/goldens/model/" + golden;
+  EXPECT_EQ(TensorNames(dir + "/model.safetensors"), TensorNames(gdir + "/model.safetensors"));
+  json ours = ReadJson(dir + "/config.json"), theirs = ReadJson(gdir + "/config.json");
+  EXPECT_EQ(ours["architectures"], theirs["architectures"]);
+  EXPECT_EQ(ours["model_type"], "deberta-v2");
+  EXPECT_TRUE(ours.contains("id2label"));
+  EXPECT_TRUE(ours.contains("label2id"));
+  EXPECT_TRUE(fs::exists(dir + "/spm.model"));
+  EXPECT_TRUE(ours["dserve"].contains("training"));
+}
+
+TEST(TrainClassify, FromScratchReachesAccuracyAndServes) {
+  Workdir r = Prepare("classify", SmallConfig("cls_factorized", 48, 6, 0.1), ToyIntents(0), ToyIntents(1), "jsonl");
+  const std::string out = r.dir + "/out";
+  ASSERT_EQ(RunDserve(TrainArgs(r, "classify", out,
+                                {"--eval", r.dev, "--epochs", "8", "--batch-size", "16", "--lr", "2e-3",
+                                 "--warmup-ratio", "0.1", "--seed", "7", "--max-length", "32"}),
+                      r.dir + "/train.log"),
+            0)
+      << ReadAll(r.dir + "/train.log");
+  json config = ReadJson(out + "/best/config.json");
+  const double accuracy = config["dserve"]["eval_metrics"]["accuracy"].get<double>();
+  std::cerr << "classify dev accuracy (held-out prefix/suffix combinations): " << accuracy << "\n";
+  EXPECT_GE(accuracy, 0.9);
+  EXPECT_EQ(config["id2label"]["0"], "billing");  // sorted labels from the train file
+  EXPECT_EQ(config["label2id"]["refund"], 2);  // billing, password, refund, shipping
+  EXPECT_EQ(config["problem_type"], "single_label_classification");
+  ExpectHfLayout(out + "/best", "cls_factorized");
+  ExpectServable(out + "/best", Task::kClassify);
+
+  // metrics.csv: one row per step, eval columns filled on eval steps.
+  auto rows = ReadCsv(out + "/metrics.csv");
+  ASSERT_FALSE(rows.empty());
+  EXPECT_EQ(rows.front().at("step"), "1");
+  int evals = 0;
+  for (auto& row : rows) evals += row.at("eval_accuracy").empty() ? 0 : 1;
+  EXPECT_EQ(evals, 8);  // every epoch
+  auto losses = Losses(out + "/metrics.csv");
+  EXPECT_LT(Mean(losses, losses.size() - 5, losses.size()), 0.5 * Mean(losses, 0, 5));
+
+  // dserve eval through the server's loading path agrees with the trainer's eval.
+  ASSERT_EQ(RunDserve({"eval", "--model", out + "/best", "--data", r.dev}, r.dir + "/eval.json"), 0)
+      << ReadAll(r.dir + "/eval.json");
+  json metrics = json::parse(ReadAll(r.dir + "/eval.json"));
+  EXPECT_DOUBLE_EQ(metrics["accuracy"].get<double>(), accuracy);
+  for (const char* k : {"macro_f1", "per_label", "per_tag", "latency_p50_ms", "latency_p99_ms", "items_per_s",
+                        "peak_rss_bytes"}) {
+    EXPECT_TRUE(metrics.contains(k)) << k;
+  }
+  EXPECT_TRUE(metrics["per_label"].contains("shipping"));
+  EXPECT_EQ(metrics["per_tag"]["short"]["count"], 24);  // prefixes 0 and 4 with no suffix, 12 keywords each
+}
+
+TEST(TrainAnswer, ReducesLossChoosesThresholdAndLoads) {
+  Workdir r = Prepare("answer", SmallConfig("qa_c2p_only", 32, 4, 0.0), ToySquad(0), ToySquad(0), "json");
+  const std::string out = r.dir + "/out";
+  ASSERT_EQ(RunDserve(TrainArgs(r, "answer", out,
+                                {"--eval", r.dev, "--epochs", "30", "--batch-size", "8", "--lr", "3e-3", "--seed", "1",
+                                 "--max-length", "64", "--doc-stride", "16", "--eval-every", "30"}),
+                      r.dir + "/train.log"),
+            0)
+      << ReadAll(r.dir + "/train.log");
+  auto losses = Losses(out + "/metrics.csv");
+  ASSERT_GE(losses.size(), 20u);
+  EXPECT_LT(Mean(losses, losses.size() - 3, losses.size()), 0.5 * Mean(losses, 0, 3));
+  ExpectHfLayout(out + "/best", "qa_c2p_only");
+  ExpectServable(out + "/best", Task::kAnswer);
+  json config = ReadJson(out + "/best/config.json");
+  json em = config["dserve"]["eval_metrics"];
+  std::cerr << "answer eval (train set): " << em.dump() << "\n";
+  // The stored threshold is the F1-maximising one found on the eval set.
+  EXPECT_DOUBLE_EQ(config["dserve"]["qa"]["null_score_diff_threshold"].get<double>(),
+                   em["chosen_null_threshold"].get<double>());
+  EXPECT_EQ(config["dserve"]["qa"]["doc_stride"], 16);
+  // dserve eval with the stored threshold reaches the chosen F1.
+  ASSERT_EQ(RunDserve({"eval", "--model", out + "/best", "--data", r.dev, "--predictions", r.dir + "/pred.json"},
+                      r.dir + "/eval.json"),
+            0)
+      << ReadAll(r.dir + "/eval.json");
+  json metrics = json::parse(ReadAll(r.dir + "/eval.json"));
+  for (const char* k : {"exact", "f1", "HasAns_exact", "HasAns_f1", "HasAns_total", "NoAns_exact", "NoAns_f1",
+                        "NoAns_total", "best_f1", "best_f1_thresh", "latency_p50_ms", "peak_rss_bytes"}) {
+    EXPECT_TRUE(metrics.contains(k)) << k;
+  }
+  EXPECT_NEAR(metrics["f1"].get<double>(), em["chosen_null_threshold_f1"].get<double>(), 1e-6);
+  EXPECT_EQ(metrics["HasAns_total"], 16);
+  EXPECT_EQ(metrics["NoAns_total"], 8);
+  json pred = ReadJson(r.dir + "/pred.json");
+  EXPECT_EQ(pred.size(), 24u);
+  EXPECT_TRUE(pred.contains("q0"));
+}
+
+TEST(TrainRerank, PointwiseAndListwiseReduceLossAndLoad) {
+  Workdir r = Prepare("rerank", SmallConfig("rerank_p2c_nonorm", 32, 4, 0.0), ToyRerank(0), ToyRerank(1), "jsonl");
+  for (const bool listwise : {false, true}) {
+    const std::string out = r.dir + (listwise ? "/listwise" : "/pointwise");
+    std::vector<std::string> extra = {"--eval", r.dev, "--epochs", listwise ? "30" : "40", "--batch-size",
+                                      listwise ? "2" : "8", "--lr", "3e-3", "--seed", "2", "--max-length", "48"};
+    if (listwise) extra.push_back("--listwise");
+    ASSERT_EQ(RunDserve(TrainArgs(r, "rerank", out, extra), r.dir + "/train.log"), 0) << ReadAll(r.dir + "/train.log");
+    auto losses = Losses(out + "/metrics.csv");
+    ASSERT_GE(losses.size(), 20u);
+    EXPECT_LT(Mean(losses, losses.size() - 3, losses.size()), 0.7 * Mean(losses, 0, 3)) << "listwise " << listwise;
+    ExpectHfLayout(out + "/best", "rerank_p2c_nonorm");
+    ExpectServable(out + "/best", Task::kRerank);
+    ASSERT_EQ(RunDserve({"eval", "--model", out + "/best", "--data", r.dev}, r.dir + "/eval.json"), 0)
+        << ReadAll(r.dir + "/eval.json");
+    json metrics = json::parse(ReadAll(r.dir + "/eval.json"));
+    std::cerr << "rerank (" << (listwise ? "listwise" : "pointwise") << ") dev: " << metrics.dump() << "\n";
+    EXPECT_EQ(metrics["queries"], 6);
+    EXPECT_GT(metrics["mrr@10"].get<double>(), 0.0);
+    EXPECT_TRUE(metrics.contains("ndcg@10"));
+    EXPECT_TRUE(metrics.contains("map"));
+  }
+}
+
+TEST(TrainResume, SigkillThenResumeMatchesUninterruptedRun) {
+  // Dropout on: the resumed run must redraw the same masks.
+  Workdir r = Prepare("resume", SmallConfig("cls_factorized", 48, 6, 0.1), ToyIntents(0), ToyIntents(1), "jsonl");
+  const std::vector<std::string> common = {"--epochs", "100", "--max-steps", "60", "--batch-size", "16",
+                                           "--lr", "2e-3", "--seed", "11", "--save-every", "10",
+                                           "--warmup-ratio", "0.2", "--grad-accum", "2"};
+  const std::string a = r.dir + "/a", b = r.dir + "/b";
+  ASSERT_EQ(RunDserve(TrainArgs(r, "classify", a, common), r.dir + "/a.log"), 0) << ReadAll(r.dir + "/a.log");
+  const auto reference = Losses(a + "/metrics.csv");
+  ASSERT_EQ(reference.size(), 60u);
+
+  pid_t pid = StartDserve(TrainArgs(r, "classify", b, common), r.dir + "/b1.log");
+  int64_t saved = 0;
+  for (int i = 0; i < 60000 && saved < 10; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::ifstream in(b + "/trainer_state/state.json");
+    if (!in) continue;
+    json s = json::parse(in, nullptr, false);
+    if (!s.is_discarded()) saved = s.value("step", 0);
+  }
+  kill(pid, SIGKILL);
+  bool signaled = false;
+  WaitExit(pid, &signaled);
+  ASSERT_TRUE(signaled) << "the run finished before it could be killed; " << ReadAll(r.dir + "/b1.log");
+  const int64_t at_kill = ReadJson(b + "/trainer_state/state.json")["step"].get<int64_t>();
+  EXPECT_GE(at_kill, 10);
+  EXPECT_LT(at_kill, 60);
+
+  ASSERT_EQ(RunDserve(TrainArgs(r, "classify", b, [&] {
+                        auto v = common;
+                        v.push_back("--resume");
+                        return v;
+                      }()),
+                      r.dir + "/b2.log"),
+            0)
+      << ReadAll(r.dir + "/b2.log");
+  EXPECT_TRUE(absl::StrContains(ReadAll(r.dir + "/b2.log"), "at step " + std::to_string(at_kill)))
+      << ReadAll(r.dir + "/b2.log");
+  auto rows = ReadCsv(b + "/metrics.csv");
+  ASSERT_EQ(rows.size(), 60u);  // rows of the lost steps were dropped, each step once
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(std::stoll(rows[i].at("step")), static_cast<int64_t>(i + 1));
+    EXPECT_NEAR(std::stod(rows[i].at("loss")), reference[i], 1e-5) << "step " << i + 1;
+    EXPECT_NEAR(std::stod(rows[i].at("lr")), std::stod(ReadCsv(a + "/metrics.csv")[i].at("lr")), 1e-12);
+  }
+}
+
+TEST(TrainDistributed, TwoGlooRanksMatchOneProcess) {
+  Workdir r = Prepare("ddp", SmallConfig("cls_factorized", 48, 6, 0.0), ToyIntents(0), ToyIntents(1), "jsonl");
+  const std::vector<std::string> common = {"--epochs", "100", "--max-steps", "12", "--lr", "2e-3", "--seed", "5"};
+  auto with = [&](std::vector<std::string> extra) {
+    auto v = common;
+    v.insert(v.end(), extra.begin(), extra.end());
+    return v;
+  };
+  const std::string one = r.dir + "/one", two = r.dir + "/two";
+  ASSERT_EQ(RunDserve(TrainArgs(r, "classify", one, with({"--batch-size", "16"})), r.dir + "/one.log"), 0)
+      << ReadAll(r.dir + "/one.log");
+  ASSERT_EQ(RunDserve(TrainArgs(r, "classify", two, with({"--batch-size", "8", "--nproc", "2"})), r.dir + "/two.log"), 0)
+      << ReadAll(r.dir + "/two.log");
+  json d = ReadJson(two + "/distributed.json");
+  EXPECT_EQ(d["world_size"], 2);
+  EXPECT_EQ(d["max_weight_diff_across_ranks"].get<double>(), 0.0);
+  auto l1 = Losses(one + "/metrics.csv"), l2 = Losses(two + "/metrics.csv");
+  ASSERT_EQ(l1.size(), 12u);
+  ASSERT_EQ(l2.size(), 12u);
+  for (size_t i = 0; i < l1.size(); ++i) EXPECT_NEAR(l1[i], l2[i], 1e-4) << "step " << i + 1;
+  // Only rank 0 writes.
+  EXPECT_TRUE(fs::exists(two + "/best/model.safetensors"));
+}
+
+TEST(TrainMlm, PretrainWithEmdAndSopThenFineTune) {
+  // The toy corpus, four sentences per document.
+  std::vector<std::string> lines = absl::StrSplit(ReadAll(SharedDir() + "/goldens/tokenizer/corpus.txt"), '\n',
+                                                  absl::SkipEmpty());
+  std::string corpus, dev;
+  for (size_t i = 2; i < lines.size(); ++i) {
+    corpus += lines[i] + "\n" + ((i - 1) % 4 == 0 ? "\n" : "");
+    if (i < 22) dev += lines[i] + "\n" + ((i - 1) % 4 == 0 ? "\n" : "");
+  }
+  Workdir r = Prepare("mlm", SmallConfig("cls_factorized", 48, 6, 0.0), corpus, dev, "txt");
+  const std::string out = r.dir + "/out", noemd = r.dir + "/noemd";
+  const std::vector<std::string> common = {"--eval", r.dev, "--epochs", "10", "--batch-size", "8", "--lr", "2e-3",
+                                           "--seed", "1", "--max-length", "64", "--objective", "sop"};
+  ASSERT_EQ(RunDserve(TrainArgs(r, "mlm", out, common), r.dir + "/mlm.log"), 0) << ReadAll(r.dir + "/mlm.log");
+  auto rows = ReadCsv(out + "/metrics.csv");
+  std::vector<double> eval_loss;
+  for (auto& row : rows) {
+    if (!row.at("eval_loss").empty()) eval_loss.push_back(std::stod(row.at("eval_loss")));
+  }
+  ASSERT_EQ(eval_loss.size(), 10u);
+  EXPECT_LT(eval_loss.back(), eval_loss.front() - 0.5);
+  json config = ReadJson(out + "/best/config.json");
+  EXPECT_EQ(config["architectures"], json::array({"DebertaV2ForMaskedLM"}));
+  auto names = TensorNames(out + "/best/model.safetensors");
+  for (const char* n : {"cls.predictions.transform.dense.weight", "cls.predictions.bias",
+                        "cls.predictions.decoder.weight", "deberta.embeddings.position_embeddings.weight",
+                        "dserve_sop.classifier.weight"}) {
+    EXPECT_TRUE(std::count(names.begin(), names.end(), n)) << n;
+  }
+  ASSERT_EQ(RunDserve({"eval", "--model", out + "/best", "--data", r.dev}, r.dir + "/eval.json"), 0)
+      << ReadAll(r.dir + "/eval.json");
+  json metrics = json::parse(ReadAll(r.dir + "/eval.json"));
+  for (const char* k : {"loss", "perplexity", "accuracy", "sop_accuracy", "latency_p50_ms", "peak_rss_bytes"}) {
+    EXPECT_TRUE(metrics.contains(k)) << k;
+  }
+  EXPECT_NEAR(metrics["perplexity"].get<double>(), std::exp(metrics["loss"].get<double>()), 1e-6);
+
+  // --no-emd changes the computation (same seed, different losses).
+  auto v = common;
+  v.insert(v.end(), {"--no-emd", "--max-steps", "5"});
+  ASSERT_EQ(RunDserve(TrainArgs(r, "mlm", noemd, v), r.dir + "/noemd.log"), 0) << ReadAll(r.dir + "/noemd.log");
+  auto with_emd = Losses(out + "/metrics.csv"), without = Losses(noemd + "/metrics.csv");
+  ASSERT_EQ(without.size(), 5u);
+  EXPECT_NE(with_emd[2], without[2]);
+
+  // Fine-tuning from the pretrained encoder: the classifier head is new, the rest loads.
+  const std::string ft = r.dir + "/ft", data = r.dir + "/intents.jsonl";
+  WriteText(data, ToyIntents(1));
+  ASSERT_EQ(RunDserve({"train", "--task", "classify", "--train", data, "--init", out + "/best", "--out", ft,
+                       "--max-steps", "3", "--threads", "1"},
+                      r.dir + "/ft.log"),
+            0)
+      << ReadAll(r.dir + "/ft.log");
+  EXPECT_TRUE(absl::StrContains(ReadAll(r.dir + "/ft.log"), "head initialised"));
+  ExpectHfLayout(ft + "/best", "cls_factorized");
+  ExpectServable(ft + "/best", Task::kClassify);
+}
+
+TEST(TrainCli, OptionErrorsExitTwo) {
+  const std::string dir = ScratchDir("cli");
+  WriteText(dir + "/t.jsonl", ToyIntents(1));
+  // Neither --init nor --config.
+  EXPECT_EQ(RunDserve({"train", "--task", "classify", "--train", dir + "/t.jsonl", "--out", dir + "/o"}, dir + "/1.log"), 2);
+  EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/1.log"), "--init")) << ReadAll(dir + "/1.log");
+  EXPECT_EQ(RunDserve({"train", "--task", "poetry", "--train", dir + "/t.jsonl", "--out", dir + "/o"}, dir + "/2.log"), 2);
+  // A bad training file names the line.
+  WriteText(dir + "/bad.jsonl", "{\"text\": \"a\", \"label\": \"x\"}\n{\"text\": 1}\n");
+  WriteText(dir + "/config.json", SmallConfig("cls_factorized", 48, 6, 0.1).dump());
+  EXPECT_EQ(RunDserve({"train", "--task", "classify", "--train", dir + "/bad.jsonl", "--config", dir + "/config.json",
+                       "--tokenizer", GoldenSpm(), "--out", dir + "/o"},
+                      dir + "/3.log"),
+            2);
+  EXPECT_TRUE(absl::StrContains(ReadAll(dir + "/3.log"), "bad.jsonl:2")) << ReadAll(dir + "/3.log");
+  // eval on a missing checkpoint: exit 2.
+  EXPECT_EQ(RunDserve({"eval", "--model", dir + "/nothing", "--data", dir + "/t.jsonl"}, dir + "/4.log"), 2);
+}
+
+}  // namespace
+}  // namespace dserve::testing
