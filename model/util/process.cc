@@ -2,6 +2,8 @@
 
 #include <malloc.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
 
 namespace dserve {
@@ -12,6 +14,13 @@ void TuneMalloc() {
   if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) mallopt(M_MMAP_THRESHOLD, 32 << 20);
   if (std::getenv("MALLOC_TRIM_THRESHOLD_") == nullptr) mallopt(M_TRIM_THRESHOLD, 1 << 30);
   if (std::getenv("MALLOC_TOP_PAD_") == nullptr) mallopt(M_TOP_PAD, 64 << 20);
+}
+
+void EnsurePassiveOpenMpWait(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  execv("/proc/self/exe", argv);
+  // execv failed (no /proc): carry on with the default policy.
 }
 
 }  // namespace dserve

@@ -18,6 +18,13 @@
 #include "server/cli/commands.h"
 
 int main(int argc, char** argv) {
+  // Long-running commands share the cores with other threads (gRPC,
+  // tokenization, data loading): OpenMP workers must sleep, not spin.
+  // forward and bench keep the default, which is faster on an idle machine.
+  if (argc > 1) {
+    const std::string command = argv[1];
+    if (command == "serve" || command == "train" || command == "eval") dserve::EnsurePassiveOpenMpWait(argv);
+  }
   dserve::TuneMalloc();
   CLI::App app{"dserve: DeBERTa inference server, trainer and tools"};
   app.require_subcommand(1);
