@@ -17,6 +17,11 @@ torch::Tensor Linear(const torch::Tensor& x, const LinearWeights& w) {
   return torch::linear(x, w.weight, w.bias);
 }
 
+// Dropout in training mode; the identity when p is 0 (inference).
+torch::Tensor Drop(const torch::Tensor& x, double p) {
+  return p > 0 ? torch::dropout(x, p, /*train=*/true) : x;
+}
+
 torch::Tensor Norm(const torch::Tensor& x, const NormWeights& w, double eps) {
   return torch::layer_norm(x, {x.size(-1)}, w.weight, w.bias, eps);
 }
@@ -290,7 +295,7 @@ torch::Tensor DebertaEncoder::MaskBias(const torch::Tensor& attention_mask,
   return (1.0 - keep) * lowest;
 }
 
-torch::Tensor DebertaEncoder::Embed(const EncoderInput& input) const {
+torch::Tensor DebertaEncoder::Embed(const EncoderInput& input, const Dropout& dropout) const {
   const auto& emb = weights_.embeddings;
   const int64_t length = input.input_ids.size(1);
   torch::Tensor x = torch::embedding(emb.word, input.input_ids);
@@ -305,14 +310,14 @@ torch::Tensor DebertaEncoder::Embed(const EncoderInput& input) const {
   }
   if (emb.projection.defined()) x = torch::linear(x, emb.projection);
   x = Norm(x, emb.norm, config_.layer_norm_eps);
-  return x * input.attention_mask.unsqueeze(-1).to(x.scalar_type());
+  return Drop(x * input.attention_mask.unsqueeze(-1).to(x.scalar_type()), dropout.hidden);
 }
 
 torch::Tensor DebertaEncoder::Attention(const LayerWeights& layer, const LayerCache& cache,
                                         const torch::Tensor& hidden,
                                         const torch::Tensor* query_states,
                                         const torch::Tensor& mask_bias,
-                                        const Relative& relative) const {
+                                        const Relative& relative, const Dropout& dropout) const {
   const int64_t B = hidden.size(0), L = hidden.size(1), h = heads_, d = head_size_;
   torch::Tensor q, k, v;
   if (query_states == nullptr) {
@@ -351,10 +356,10 @@ torch::Tensor DebertaEncoder::Attention(const LayerWeights& layer, const LayerCa
     }
   }
   scores = scores + mask_bias;
-  auto probs = torch::softmax(scores, -1);
+  auto probs = Drop(torch::softmax(scores, -1), dropout.attention);
   auto context = torch::matmul(probs, v).permute({0, 2, 1, 3}).reshape({B, L, h * d});
   const torch::Tensor& residual = query_states ? *query_states : hidden;
-  return Norm(Linear(context, layer.attention.output) + residual, layer.attention.output_norm,
+  return Norm(Drop(Linear(context, layer.attention.output), dropout.hidden) + residual, layer.attention.output_norm,
               config_.layer_norm_eps);
 }
 
@@ -362,11 +367,12 @@ torch::Tensor DebertaEncoder::LayerImpl(int64_t index, const LayerCache& cache,
                                         const torch::Tensor& hidden,
                                         const torch::Tensor* query_states,
                                         const torch::Tensor& mask_bias,
-                                        const Relative& relative) const {
+                                        const Relative& relative, const Dropout& dropout) const {
   const LayerWeights& layer = Layer(index);
-  auto attention = Attention(layer, cache, hidden, query_states, mask_bias, relative);
+  auto attention = Attention(layer, cache, hidden, query_states, mask_bias, relative, dropout);
   auto inner = hidden_act_(Linear(attention, layer.intermediate));
-  return Norm(Linear(inner, layer.output) + attention, layer.output_norm, config_.layer_norm_eps);
+  return Norm(Drop(Linear(inner, layer.output), dropout.hidden) + attention, layer.output_norm,
+              config_.layer_norm_eps);
 }
 
 torch::Tensor DebertaEncoder::ConvImpl(const torch::Tensor& embedded, const torch::Tensor& layer0_out,
@@ -380,18 +386,18 @@ torch::Tensor DebertaEncoder::ConvImpl(const torch::Tensor& embedded, const torc
   return Norm(layer0_out + out, conv.norm, config_.layer_norm_eps) * mask;
 }
 
-torch::Tensor DebertaEncoder::Forward(const EncoderInput& input,
-                                      std::vector<torch::Tensor>* hidden_states) const {
+torch::Tensor DebertaEncoder::Forward(const EncoderInput& input, std::vector<torch::Tensor>* hidden_states,
+                                      const Dropout& dropout) const {
   const std::vector<LayerCache> local = options_.precompute ? std::vector<LayerCache>() : Caches();
   const std::vector<LayerCache>& caches = options_.precompute ? caches_ : local;
-  torch::Tensor x = Embed(input);
+  torch::Tensor x = Embed(input, dropout);
   if (hidden_states) hidden_states->push_back(x);
   const Relative relative = BuildRelative(x.size(1), x.device());
   const torch::Tensor bias = MaskBias(input.attention_mask, x.scalar_type());
   const torch::Tensor embedded = x;
   for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
     const LayerCache& cache = caches[config_.dserve.share_layers ? 0 : static_cast<size_t>(i)];
-    x = LayerImpl(i, cache, x, nullptr, bias, relative);
+    x = LayerImpl(i, cache, x, nullptr, bias, relative, dropout);
     if (i == 0 && weights_.conv) x = ConvImpl(embedded, x, input.attention_mask);
     if (hidden_states) hidden_states->push_back(x);
   }
@@ -400,14 +406,14 @@ torch::Tensor DebertaEncoder::Forward(const EncoderInput& input,
 
 torch::Tensor DebertaEncoder::LayerForward(int64_t layer, const torch::Tensor& hidden,
                                            const torch::Tensor& query_states,
-                                           const torch::Tensor& attention_mask) const {
+                                           const torch::Tensor& attention_mask, const Dropout& dropout) const {
   const size_t slot = config_.dserve.share_layers ? 0 : static_cast<size_t>(layer);
   const LayerCache cache = options_.precompute
                                ? caches_[slot]
                                : BuildLayerCache(weights_.layers[slot], NormalisedRelEmbeddings());
   const Relative relative = BuildRelative(hidden.size(1), hidden.device());
   const torch::Tensor bias = MaskBias(attention_mask, hidden.scalar_type());
-  return LayerImpl(layer, cache, hidden, &query_states, bias, relative);
+  return LayerImpl(layer, cache, hidden, &query_states, bias, relative, dropout);
 }
 
 }  // namespace dserve

@@ -81,6 +81,16 @@ struct EncoderWeights {
   std::vector<std::pair<std::string, torch::Tensor>> Named(const ModelConfig& config) const;
 };
 
+// Training-time dropout (probabilities; 0 = off, the inference default), as
+// Hugging Face applies it: `hidden` after the embeddings and on the
+// attention-output and FFN-output projections before their residual,
+// `attention` on the attention probabilities. Uses torch's default RNG.
+struct Dropout {
+  double hidden = 0.0;
+  double attention = 0.0;
+  bool any() const { return hidden > 0 || attention > 0; }
+};
+
 // Input of one forward. All [B, L]; int64; on the model's device.
 struct EncoderInput {
   torch::Tensor input_ids;
@@ -104,22 +114,22 @@ class DebertaEncoder {
   // Runs embeddings and every layer; returns last_hidden_state [B, L, H].
   // When `hidden_states` is given it receives the embedding output followed
   // by each layer's output (num_hidden_layers + 1 tensors).
-  torch::Tensor Forward(const EncoderInput& input,
-                        std::vector<torch::Tensor>* hidden_states = nullptr) const;
+  torch::Tensor Forward(const EncoderInput& input, std::vector<torch::Tensor>* hidden_states = nullptr,
+                        const Dropout& dropout = {}) const;
 
   // One layer with separate query states (the Enhanced Mask Decoder runs the
   // last layer with query = positions + hidden): keys/values from `hidden`,
   // queries and the attention residual from `query_states`. Same length.
   torch::Tensor LayerForward(int64_t layer, const torch::Tensor& hidden,
                              const torch::Tensor& query_states,
-                             const torch::Tensor& attention_mask) const;
+                             const torch::Tensor& attention_mask, const Dropout& dropout = {}) const;
 
   const ModelConfig& config() const { return config_; }
   const EncoderWeights& weights() const { return weights_; }
   // Mutable access for training (e.g. to set requires_grad); not for
   // concurrent use with Forward.
   EncoderWeights& mutable_weights() { return weights_; }
-  torch::Tensor Embed(const EncoderInput& input) const;
+  torch::Tensor Embed(const EncoderInput& input, const Dropout& dropout = {}) const;
 
  private:
   struct LayerCache {
@@ -141,10 +151,10 @@ class DebertaEncoder {
   Relative BuildRelative(int64_t length, const torch::Device& device) const;
   torch::Tensor Attention(const LayerWeights& layer, const LayerCache& cache,
                           const torch::Tensor& hidden, const torch::Tensor* query_states,
-                          const torch::Tensor& mask_bias, const Relative& relative) const;
+                          const torch::Tensor& mask_bias, const Relative& relative, const Dropout& dropout) const;
   torch::Tensor LayerImpl(int64_t index, const LayerCache& cache, const torch::Tensor& hidden,
                           const torch::Tensor* query_states, const torch::Tensor& mask_bias,
-                          const Relative& relative) const;
+                          const Relative& relative, const Dropout& dropout) const;
   torch::Tensor ConvImpl(const torch::Tensor& embedded, const torch::Tensor& layer0_out,
                          const torch::Tensor& attention_mask) const;
   torch::Tensor MaskBias(const torch::Tensor& attention_mask, torch::ScalarType dtype) const;

@@ -371,7 +371,7 @@ bool InitEmdPositionsIfMissing(const ModelConfig& c, EncoderWeights* weights) {
 // ------------------------------------------------------------ forward/loss --
 
 MlmOutput MlmForward(const DebertaEncoder& encoder, const MlmHead& head, const SopHead* sop,
-                     const MlmBatch& batch, bool use_emd) {
+                     const MlmBatch& batch, bool use_emd, const Dropout& dropout) {
   const ModelConfig& c = encoder.config();
   TORCH_CHECK(batch.input_ids.dim() == 2, "MlmForward: input_ids must be [B, L]");
   TORCH_CHECK(batch.attention_mask.sizes() == batch.input_ids.sizes(),
@@ -383,7 +383,7 @@ MlmOutput MlmForward(const DebertaEncoder& encoder, const MlmHead& head, const S
   std::vector<torch::Tensor> hidden_states;
   out.last_hidden_state =
       encoder.Forward(EncoderInput{batch.input_ids, batch.attention_mask, batch.token_type_ids},
-                      &hidden_states);
+                      &hidden_states, dropout);
   out.decoder_states = out.last_hidden_state;
   out.used_emd = use_emd && !c.position_biased_input;
   if (out.used_emd) {
@@ -398,7 +398,7 @@ MlmOutput MlmForward(const DebertaEncoder& encoder, const MlmHead& head, const S
     const torch::Tensor& kv = hidden_states[hidden_states.size() - 2];  // H_{N-1}
     torch::Tensor q = kv + z.to(kv.scalar_type()).unsqueeze(0);
     const int64_t last_layer = c.num_hidden_layers - 1;
-    for (int step = 0; step < 2; ++step) q = encoder.LayerForward(last_layer, kv, q, batch.attention_mask);
+    for (int step = 0; step < 2; ++step) q = encoder.LayerForward(last_layer, kv, q, batch.attention_mask, dropout);
     out.decoder_states = q;
   }
 

@@ -233,8 +233,9 @@ struct MlmOutput {
 // Throws c10::Error (TORCH_CHECK) on bad shapes or when the EMD is asked
 // for and the encoder has no position table; call inside TorchCall at a
 // Status boundary.
+// `dropout`: training-time dropout of the encoder (and the decoder layer).
 MlmOutput MlmForward(const DebertaEncoder& encoder, const MlmHead& head, const SopHead* sop,
-                     const MlmBatch& batch, bool use_emd);
+                     const MlmBatch& batch, bool use_emd, const Dropout& dropout = {});
 
 // ------------------------------------------------------------------- data --
 

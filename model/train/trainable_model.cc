@@ -169,8 +169,13 @@ std::vector<std::pair<std::string, torch::Tensor>> TrainableModel::Parameters() 
   return params;
 }
 
-MlmOutput TrainableModel::Mlm(const MlmBatch& batch, bool use_emd) const {
-  return MlmForward(*encoder_, *mlm_, sop_ ? &*sop_ : nullptr, batch, use_emd);
+MlmOutput TrainableModel::Mlm(const MlmBatch& batch, bool use_emd, bool training) const {
+  return MlmForward(*encoder_, *mlm_, sop_ ? &*sop_ : nullptr, batch, use_emd,
+                    training ? TrainingDropout() : Dropout{});
+}
+
+Dropout TrainableModel::TrainingDropout() const {
+  return Dropout{config_.hidden_dropout_prob, config_.attention_probs_dropout_prob};
 }
 
 std::vector<int64_t> MlmSpecialIds(const Tokenizer& tokenizer) {
@@ -251,15 +256,7 @@ torch::Tensor TrainableModel::Encode(const TokenBatch& batch, bool training) con
   input.input_ids = from(batch.input_ids);
   input.attention_mask = from(batch.attention_mask);
   if (!batch.token_type_ids.empty() && config_.type_vocab_size > 0) input.token_type_ids = from(batch.token_type_ids);
-  const double p = config_.hidden_dropout_prob;
-  if (!training || p <= 0 || config_.conv_kernel_size > 0) return encoder_->Forward(input);
-  // Same computation as Forward, layer by layer, so that dropout can follow
-  // the embeddings (HF DebertaV2Embeddings applies it after LN and mask).
-  torch::Tensor x = F::dropout(encoder_->Embed(input), F::DropoutFuncOptions().p(p).training(true));
-  for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
-    x = encoder_->LayerForward(i, x, x, input.attention_mask);
-  }
-  return x;
+  return encoder_->Forward(input, nullptr, training ? TrainingDropout() : Dropout{});
 }
 
 TrainableModel::Outputs TrainableModel::Forward(const TokenBatch& batch, bool training) const {

@@ -48,7 +48,10 @@ class TrainableModel {
   Outputs Forward(const TokenBatch& batch, bool training) const;
 
   // Masked-LM forward (mlm models): MlmForward with this model's heads.
-  MlmOutput Mlm(const MlmBatch& batch, bool use_emd) const;
+  // `training` applies the config's dropout.
+  MlmOutput Mlm(const MlmBatch& batch, bool use_emd, bool training = false) const;
+  // The config's hidden / attention dropout, for training forwards.
+  Dropout TrainingDropout() const;
   bool has_sop() const { return sop_.has_value(); }
 
   // Eval-mode forward (no grad) with DebertaModel::Run's output layout.

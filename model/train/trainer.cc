@@ -632,7 +632,7 @@ absl::StatusOr<MicroResult> Trainer::MicroMlm(const std::vector<int>& units, uin
     MaskedTokens masked = MaskTokens(rows, MlmSpecialIds(*tokenizer_), tokenizer_->mask_id(), config_.vocab_size,
                                      masking_, rng);
     MlmBatch batch = CollateMlmBatch(part, masked, tokenizer_->pad_id(), torch::kCPU);
-    MlmOutput out = model_->Mlm(batch, !o_.no_emd);
+    MlmOutput out = model_->Mlm(batch, !o_.no_emd, /*training=*/true);
     // Mean over the micro-batch's targets, weighted by its units.
     r.loss_sum = out.loss * static_cast<double>(units.size());
   });

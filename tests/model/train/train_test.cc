@@ -87,7 +87,7 @@ TEST(TrainClassify, FromScratchReachesAccuracyAndServes) {
   Workdir r = Prepare("classify", SmallConfig("cls_factorized", 48, 6, 0.1), ToyIntents(0), ToyIntents(1), "jsonl");
   const std::string out = r.dir + "/out";
   ASSERT_EQ(RunDserve(TrainArgs(r, "classify", out,
-                                {"--eval", r.dev, "--epochs", "8", "--batch-size", "16", "--lr", "2e-3",
+                                {"--eval", r.dev, "--epochs", "8", "--batch-size", "16", "--lr", "1e-3",
                                  "--warmup-ratio", "0.1", "--seed", "7", "--max-length", "32"}),
                       r.dir + "/train.log"),
             0)
