@@ -22,6 +22,8 @@ packages=(
   libcli11-dev libyaml-cpp-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
+  # promtool (checks our /metrics) and openssl (test certificates)
+  prometheus openssl
   # Python oracles and clients (run with /usr/bin/python3)
   python3 python3-numpy python3-torch python3-sentencepiece sentencepiece python3-grpcio
 )
