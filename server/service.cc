@@ -145,19 +145,6 @@ absl::StatusOr<std::unique_ptr<Request>> ParseRequest(const grpc::ByteBuffer* bu
   return absl::InvalidArgumentError(absl::StrCat("request: not a valid ", Request::descriptor()->full_name()));
 }
 
-// Overlap between windows: the checkpoint's doc_stride, but at most half of
-// the room the first text leaves, so every window advances.
-absl::StatusOr<int> WindowStride(const ServedModel& m, absl::string_view field, const std::string& first) {
-  std::vector<SpmPiece> pieces;
-  if (absl::Status s = m.tokenizer->EncodeRaw(first, &pieces); !s.ok()) return InField(field, s);
-  const int64_t room = m.max_length - static_cast<int64_t>(pieces.size()) - 3;
-  if (room < 2) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": ", pieces.size(), " tokens leave no room in max_length ",
-                                                   m.max_length, " for the second text"));
-  }
-  return static_cast<int>(std::min<int64_t>(m.model->config().dserve.qa.doc_stride, room / 2));
-}
-
 // ------------------------------------------------------------ ModelCall --
 
 // A call that runs items on a model. Owns the per-call state; deleted by
@@ -525,8 +512,7 @@ grpc::ServerUnaryReactor* InferenceService::Answer(grpc::CallbackServerContext* 
       !s.ok()) {
     return reject(s);
   }
-  auto stride = WindowStride(*m, "question", request->question());
-  if (!stride.ok()) return reject(stride.status());
+  const int doc_stride = m->model->config().dserve.qa.doc_stride;
   const bool types = m->model->config().type_vocab_size > 0;
   std::vector<Window> windows;
   std::vector<uint32_t> window_context;
@@ -535,7 +521,8 @@ grpc::ServerUnaryReactor* InferenceService::Answer(grpc::CallbackServerContext* 
     const std::string field = absl::StrCat("contexts[", c, "]");
     if (auto s = CheckText(field, request->contexts(c), options_.max_text_bytes); !s.ok()) return reject(s);
     auto ws = m->tokenizer->EncodeQuestionContextWindows(request->question(), request->contexts(c),
-                                                         static_cast<int>(m->max_length), *stride);
+                                                         static_cast<int>(m->max_length), doc_stride,
+                                                         /*clamp_stride=*/true);
     if (!ws.ok()) return reject(InField(field, ws.status()));
     for (Window& w : *ws) {
       inputs.push_back({Widen(w.ids), types ? Widen(w.type_ids) : std::vector<int64_t>()});
@@ -567,9 +554,6 @@ grpc::ServerUnaryReactor* InferenceService::Rerank(grpc::CallbackServerContext* 
   if (!truncation.ok()) return reject(truncation.status());
   // Unspecified: chunk long documents and keep the best chunk.
   const bool chunk = request->truncation() == v1::TRUNCATION_UNSPECIFIED;
-  absl::StatusOr<int> stride = 0;
-  if (chunk) stride = WindowStride(*m, "query", request->query());
-  if (!stride.ok()) return reject(stride.status());
   const bool types = m->model->config().type_vocab_size > 0;
   std::vector<uint32_t> chunk_document;
   std::vector<ByteSpan> chunk_bytes;
@@ -580,7 +564,8 @@ grpc::ServerUnaryReactor* InferenceService::Rerank(grpc::CallbackServerContext* 
     if (auto s = CheckText(field, doc, options_.max_text_bytes); !s.ok()) return reject(s);
     if (chunk) {
       auto chunks = m->tokenizer->EncodeQueryDocumentChunks(request->query(), doc, static_cast<int>(m->max_length),
-                                                            *stride);
+                                                            m->model->config().dserve.qa.doc_stride,
+                                                            /*clamp_stride=*/true);
       if (!chunks.ok()) return reject(InField(field, chunks.status()));
       for (const Window& w : *chunks) {
         inputs.push_back({Widen(w.ids), types ? Widen(w.type_ids) : std::vector<int64_t>()});

@@ -238,10 +238,10 @@ absl::StatusOr<Encoding> Tokenizer::EncodePair(std::string_view first, std::stri
   return enc;
 }
 
-absl::StatusOr<std::vector<Window>> Tokenizer::EncodePairWindows(std::string_view first,
-                                                                 std::string_view second,
-                                                                 int max_length,
-                                                                 int stride) const {
+absl::StatusOr<std::vector<Window>> Tokenizer::EncodeWindows(std::string_view first,
+                                                             std::string_view second, int max_length,
+                                                             int stride, bool clamp_stride,
+                                                             std::string_view first_name) const {
   if (stride < 0) return absl::InvalidArgumentError(absl::StrCat("stride ", stride, " is negative"));
   Segment a, b;
   RETURN_IF_ERROR(EncodeSegment(first, false, &a));
@@ -249,9 +249,10 @@ absl::StatusOr<std::vector<Window>> Tokenizer::EncodePairWindows(std::string_vie
   const int64_t budget = static_cast<int64_t>(max_length) - 3 - static_cast<int64_t>(a.size());
   if (budget <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "first text has ", a.size(), " tokens; with 3 special tokens it leaves no room in max_length ",
-        max_length));
+        std::string(first_name), " has ", a.size(),
+        " tokens; with 3 special tokens it leaves no room in max_length ", max_length));
   }
+  if (clamp_stride) stride = static_cast<int>(std::min<int64_t>(stride, budget / 2));
   const int64_t n = static_cast<int64_t>(b.size());
   if (n > budget && stride >= budget) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -292,10 +293,11 @@ absl::StatusOr<std::vector<Window>> Tokenizer::EncodePairWindows(std::string_vie
 }
 
 absl::StatusOr<std::vector<Window>> Tokenizer::EncodeQuestionContextWindows(
-    std::string_view question, std::string_view context, int max_length, int doc_stride) const {
+    std::string_view question, std::string_view context, int max_length, int doc_stride,
+    bool clamp_stride) const {
   RETURN_IF_ERROR(ValidateUtf8(question, "question"));
   RETURN_IF_ERROR(ValidateUtf8(context, "context"));
-  return EncodePairWindows(PythonLStrip(question), context, max_length, doc_stride);
+  return EncodeWindows(PythonLStrip(question), context, max_length, doc_stride, clamp_stride, "question");
 }
 
 }  // namespace dserve

@@ -107,23 +107,31 @@ class Tokenizer {
   // semantics: overlap, not step). `first` is never truncated. A `second`
   // that fits gives one window; an empty one gives one window without
   // second-text tokens. Errors (InvalidArgument): `first` leaves no room
-  // for `second`, or stride >= the room left.
+  // for `second`, or stride >= the room left — unless `clamp_stride`, which
+  // lowers the stride to half the room `first` leaves so every window
+  // advances (what the server, training and eval use with a checkpoint's
+  // doc_stride and arbitrary questions).
   absl::StatusOr<std::vector<Window>> EncodePairWindows(std::string_view first,
                                                         std::string_view second,
-                                                        int max_length, int stride) const;
+                                                        int max_length, int stride,
+                                                        bool clamp_stride = false) const {
+    return EncodeWindows(first, second, max_length, stride, clamp_stride, "first text");
+  }
 
   // HF run_qa.py features: the question is left-stripped of whitespace,
   // then EncodePairWindows(question, context, max_length, doc_stride).
   absl::StatusOr<std::vector<Window>> EncodeQuestionContextWindows(std::string_view question,
                                                                    std::string_view context,
                                                                    int max_length,
-                                                                   int doc_stride) const;
+                                                                   int doc_stride,
+                                                                   bool clamp_stride = false) const;
   // Rerank chunking of a long document: windows of (query, document).
   absl::StatusOr<std::vector<Window>> EncodeQueryDocumentChunks(std::string_view query,
                                                                 std::string_view document,
                                                                 int max_length,
-                                                                int stride) const {
-    return EncodePairWindows(query, document, max_length, stride);
+                                                                int stride,
+                                                                bool clamp_stride = false) const {
+    return EncodeWindows(query, document, max_length, stride, clamp_stride, "query");
   }
 
   int cls_id() const { return cls_id_; }
@@ -148,6 +156,10 @@ class Tokenizer {
   // One text's raw SentencePiece encoding.
   struct Segment;
   absl::Status EncodeSegment(std::string_view text, bool with_pieces, Segment* seg) const;
+  // EncodePairWindows; `first_name` names the first text in errors.
+  absl::StatusOr<std::vector<Window>> EncodeWindows(std::string_view first, std::string_view second,
+                                                    int max_length, int stride, bool clamp_stride,
+                                                    std::string_view first_name) const;
   void AppendSpecial(int id, int type_id, bool with_pieces, Encoding* enc) const;
   void AppendSegment(const Segment& seg, size_t n, int seq_id, int type_id, bool with_pieces,
                      Encoding* enc) const;

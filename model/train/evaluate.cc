@@ -143,9 +143,8 @@ absl::StatusOr<EvalResult> EvaluateAnswer(const SquadData& data, const Tokenizer
     while (end < n && count < bs) {
       const SquadQuestion& q = data.questions[end];
       const std::string& context = data.contexts[static_cast<size_t>(q.context_index)];
-      auto stride = WindowStride(tokenizer, q.question, max_length, config.dserve.qa.doc_stride);
-      if (!stride.ok()) return absl::InvalidArgumentError(absl::StrCat("question ", q.id, ": ", stride.status().message()));
-      auto ws = tokenizer.EncodeQuestionContextWindows(q.question, context, max_length, *stride);
+      auto ws = tokenizer.EncodeQuestionContextWindows(q.question, context, max_length,
+                                                       config.dserve.qa.doc_stride, /*clamp_stride=*/true);
       if (!ws.ok()) return absl::InvalidArgumentError(absl::StrCat("question ", q.id, ": ", ws.status().message()));
       count += ws->size();
       windows.push_back(*std::move(ws));
@@ -230,9 +229,8 @@ absl::StatusOr<EvalResult> EvaluateRerank(const RerankData& data, const Tokenize
     size_t end = begin;
     while (end < n && rows.size() < bs) {
       const RerankExample& ex = data.examples[end];
-      auto stride = WindowStride(tokenizer, ex.query, max_length, config.dserve.qa.doc_stride);
-      if (!stride.ok()) return absl::InvalidArgumentError(absl::StrCat("line ", ex.line, ": ", stride.status().message()));
-      auto chunks = tokenizer.EncodeQueryDocumentChunks(ex.query, ex.passage, max_length, *stride);
+      auto chunks = tokenizer.EncodeQueryDocumentChunks(ex.query, ex.passage, max_length,
+                                                        config.dserve.qa.doc_stride, /*clamp_stride=*/true);
       if (!chunks.ok()) return absl::InvalidArgumentError(absl::StrCat("line ", ex.line, ": ", chunks.status().message()));
       for (const auto& w : *chunks) {
         rows.push_back(Widen(w.ids));

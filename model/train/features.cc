@@ -8,18 +8,6 @@
 
 namespace dserve {
 
-absl::StatusOr<int> WindowStride(const Tokenizer& tokenizer, const std::string& first, int max_length,
-                                 int doc_stride) {
-  std::vector<SpmPiece> pieces;
-  if (absl::Status s = tokenizer.EncodeRaw(first, &pieces); !s.ok()) return s;
-  const int64_t room = max_length - static_cast<int64_t>(pieces.size()) - 3;
-  if (room < 2) {
-    return absl::InvalidArgumentError(absl::StrCat(pieces.size(), " tokens of the first text leave no room in max_length ",
-                                                   max_length, " for the second text"));
-  }
-  return static_cast<int>(std::min<int64_t>(doc_stride, room / 2));
-}
-
 absl::StatusOr<FeatureSet> BuildClassifyFeatures(const ClassifyData& data, const Tokenizer& tokenizer,
                                                  const std::vector<std::string>& labels, int max_length) {
   std::map<std::string, int> label_ids;
@@ -55,9 +43,8 @@ absl::StatusOr<FeatureSet> BuildAnswerFeatures(const SquadData& data, const Toke
   std::vector<std::vector<size_t>> byte_of(data.contexts.size());
   for (const auto& q : data.questions) {
     const std::string& context = data.contexts[static_cast<size_t>(q.context_index)];
-    auto stride = WindowStride(tokenizer, q.question, max_length, doc_stride);
-    if (!stride.ok()) return absl::InvalidArgumentError(absl::StrCat("question ", q.id, ": ", stride.status().message()));
-    auto windows = tokenizer.EncodeQuestionContextWindows(q.question, context, max_length, *stride);
+    auto windows = tokenizer.EncodeQuestionContextWindows(q.question, context, max_length, doc_stride,
+                                                          /*clamp_stride=*/true);
     if (!windows.ok()) return absl::InvalidArgumentError(absl::StrCat("question ", q.id, ": ", windows.status().message()));
     size_t start_byte = 0, end_byte = 0;
     const bool impossible = q.Unanswerable();

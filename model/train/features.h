@@ -52,10 +52,4 @@ absl::StatusOr<FeatureSet> BuildRerankFeatures(const RerankData& data, const Tok
 TokenBatch CollateFeatures(const std::vector<Feature>& features, const std::vector<int>& indices, int pad_id,
                            bool with_type_ids);
 
-// Stride used for windows: the checkpoint's doc_stride, but at most half of
-// the room `first` leaves in max_length (as the server does), so every
-// window advances.
-absl::StatusOr<int> WindowStride(const Tokenizer& tokenizer, const std::string& first, int max_length,
-                                 int doc_stride);
-
 }  // namespace dserve

@@ -274,7 +274,7 @@ def pair_windows(first, second, max_length, stride):
 
 
 def server_stride(first, max_length, doc_stride=QA_DOC_STRIDE):
-    """The overlap dserve uses (server/service.cc WindowStride)."""
+    """The overlap dserve uses (Tokenizer windows with clamp_stride: half the room at most)."""
     room = max_length - len(pieces(first)[0]) - 3
     return min(doc_stride, room // 2)
 

@@ -242,6 +242,29 @@ TEST_F(TokenizerTest, QaWindowErrors) {
   ASSERT_FALSE(w.ok());
   EXPECT_THAT(w.status().message(), HasSubstr("stride 10"));
   EXPECT_FALSE(tok_->EncodeQuestionContextWindows(kHello, kSuper, 22, -1).ok());
+  // The question is named when it leaves no room.
+  EXPECT_THAT(tok_->EncodeQuestionContextWindows(kSuper, kHello, 30, 0).status().message(), HasSubstr("question"));
+}
+
+TEST_F(TokenizerTest, ClampedStrideIsHalfTheRoom) {
+  // Without clamping stride 10 >= the room is an error (above); clamped, the
+  // windows overlap by half the room and still cover the whole context.
+  auto strict = tok_->EncodeQuestionContextWindows(kHello, kSuper, 22, 10);
+  ASSERT_FALSE(strict.ok());
+  auto w = tok_->EncodeQuestionContextWindows(kHello, kSuper, 22, 10, /*clamp_stride=*/true);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_GT(w->size(), 1u);
+  const int room = (*w)[0].second_token_end - (*w)[0].second_token_begin;
+  for (size_t i = 1; i < w->size(); ++i) {
+    EXPECT_EQ((*w)[i - 1].second_token_end - (*w)[i].second_token_begin, room / 2) << i;
+  }
+  std::vector<SpmPiece> all;
+  ASSERT_TRUE(tok_->EncodeRaw(kSuper, &all).ok());
+  EXPECT_EQ(w->back().second_token_end, static_cast<int>(all.size()));
+  // A stride below half the room is kept as given.
+  auto small = tok_->EncodeQuestionContextWindows(kHello, kSuper, 22, 1, /*clamp_stride=*/true);
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ((*small)[0].second_token_end - (*small)[1].second_token_begin, 1);
 }
 
 TEST_F(TokenizerTest, RerankChunksCoverTheDocumentWithOverlap) {
