@@ -46,7 +46,7 @@ sys.path.insert(0, STUBS)
 import grpc  # noqa: E402
 from dserve.v1 import inference_pb2 as pb  # noqa: E402
 from dserve.v1 import inference_pb2_grpc as pb_grpc  # noqa: E402
-from e2e_health import health_pb2, health_pb2_grpc  # noqa: E402
+from dserve_health import health_pb2, health_pb2_grpc  # noqa: E402
 
 CLS, SEP = 1, 2
 # Checkpoint facts (tests/data/make_test_models.py, shared/goldens/model).
