@@ -51,14 +51,11 @@ Library use (what tests/model/reference/eager_test.py does):
 
 import argparse
 import json
-import math
 import os
 import statistics
-import struct
 import sys
 import time
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -89,75 +86,13 @@ V3_BASE = {
 
 
 # ---------------------------------------------------------------------------
-# config
+# Config parsing, activations, log buckets and safetensors reading come from
+# the float64 reference (tests/model/reference/deberta_reference.py), so both
+# read checkpoints the same way; the model below is its own batched module.
 
-class Cfg:
-    def __init__(self, d):
-        g = d.get
-        self.architectures = list(g("architectures") or [])
-        self.vocab_size = int(g("vocab_size", 128100))
-        self.hidden_size = int(g("hidden_size", 1536))
-        self.num_hidden_layers = int(g("num_hidden_layers", 24))
-        self.num_attention_heads = int(g("num_attention_heads", 24))
-        self.intermediate_size = int(g("intermediate_size", 6144))
-        self.hidden_act = g("hidden_act", "gelu")
-        self.max_position_embeddings = int(g("max_position_embeddings", 512))
-        self.type_vocab_size = int(g("type_vocab_size", 0))
-        self.layer_norm_eps = float(g("layer_norm_eps", 1e-7))
-        self.relative_attention = bool(g("relative_attention", False))
-        self.max_relative_positions = int(g("max_relative_positions", -1))
-        self.position_biased_input = bool(g("position_biased_input", True))
-        pat = g("pos_att_type") or []
-        if isinstance(pat, str):
-            pat = [x.strip() for x in pat.lower().split("|")]
-        self.pos_att_type = list(pat)
-        self.pooler_hidden_act = g("pooler_hidden_act", "gelu")
-        self.embedding_size = int(g("embedding_size", None) or self.hidden_size)
-        self.position_buckets = int(g("position_buckets", -1))
-        self.share_att_key = bool(g("share_att_key", False))
-        self.norm_rel_ebd = [x.strip() for x in str(g("norm_rel_ebd", "none")).lower().split("|")]
-        self.attention_head_size = int(g("attention_head_size", None)
-                                       or self.hidden_size // self.num_attention_heads)
-        self.conv_kernel_size = int(g("conv_kernel_size", 0))
-        self.conv_groups = int(g("conv_groups", 1))
-        self.conv_act = g("conv_act", "tanh")
-        self.share_layers = bool((g("dserve") or {}).get("share_layers", False))
-        self.num_labels = len(g("id2label") or {}) or 2
-        self.max_rel = (self.max_relative_positions if self.max_relative_positions >= 1
-                        else self.max_position_embeddings)
-        self.span = self.position_buckets if self.position_buckets > 0 else self.max_rel
-        arch = self.architectures[0] if self.architectures else "DebertaV2Model"
-        self.head = ("classify" if arch.endswith("ForSequenceClassification")
-                     else "qa" if arch.endswith("ForQuestionAnswering") else "none")
-
-
-def _gelu_tanh(x):
-    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
-
-
-ACT = {
-    "gelu": nn.functional.gelu, "gelu_new": _gelu_tanh,
-    "gelu_fast": lambda x: 0.5 * x * (1.0 + torch.tanh(x * 0.7978845608 * (1.0 + 0.044715 * x * x))),
-    "gelu_python": lambda x: x * 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0))),
-    "gelu_pytorch_tanh": lambda x: nn.functional.gelu(x, approximate="tanh"),
-    "relu": torch.relu, "tanh": torch.tanh, "silu": nn.functional.silu,
-    "swish": nn.functional.silu, "sigmoid": torch.sigmoid, "linear": lambda x: x,
-}
-
-
-# ---------------------------------------------------------------------------
-# relative positions (HF build_relative_position / make_log_bucket_position)
-
-def make_log_bucket_position(relative_pos, bucket_size, max_position):
-    sign = torch.sign(relative_pos)
-    mid = bucket_size // 2
-    abs_pos = torch.where((relative_pos < mid) & (relative_pos > -mid),
-                          torch.tensor(mid - 1).type_as(relative_pos), torch.abs(relative_pos))
-    log_pos = torch.ceil(torch.log(abs_pos.to(torch.float32) / mid)
-                         / torch.log(torch.tensor((max_position - 1) / mid, dtype=torch.float32))
-                         * (mid - 1)) + mid
-    return torch.where(abs_pos <= mid, relative_pos.to(log_pos.dtype), log_pos * sign)
-
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "model",
+                                "reference"))
+from deberta_reference import Config as Cfg, act, make_log_bucket_position, read_safetensors  # noqa: E402
 
 def build_relative_position(q_len, k_len, bucket_size, max_position, device):
     rel = (torch.arange(q_len, dtype=torch.long, device=device)[:, None]
@@ -271,7 +206,7 @@ class Intermediate(nn.Module):
     def __init__(self, c):
         super().__init__()
         self.dense = nn.Linear(c.hidden_size, c.intermediate_size)
-        self.act = ACT[c.hidden_act]
+        self.act = act(c.hidden_act)
 
     def forward(self, x):
         return self.act(self.dense(x))
@@ -300,7 +235,7 @@ class ConvLayer(nn.Module):
     def forward(self, x, residual, mask):
         out = self.conv(x.permute(0, 2, 1).contiguous()).permute(0, 2, 1).contiguous()
         out = out.masked_fill(~mask.bool().unsqueeze(-1).expand(out.size()), 0)
-        out = ACT[self.c.conv_act](out)
+        out = act(self.c.conv_act)(out)
         y = self.LayerNorm(residual + out)
         return y * mask.unsqueeze(2).to(y.dtype)
 
@@ -340,7 +275,7 @@ class Pooler(nn.Module):
     def __init__(self, c):
         super().__init__()
         self.dense = nn.Linear(c.hidden_size, c.hidden_size)
-        self.act = ACT[c.pooler_hidden_act]
+        self.act = act(c.pooler_hidden_act)
 
     def forward(self, h):
         return self.act(self.dense(h[:, 0]))
@@ -356,7 +291,7 @@ class DebertaV2Eager(nn.Module):
         self.encoder = Encoder(c)
         if c.head == "classify":
             self.pooler = Pooler(c)
-            self.classifier = nn.Linear(c.hidden_size, c.num_labels)
+            self.classifier = nn.Linear(c.hidden_size, len(c.raw.get("id2label") or {}) or 2)
         elif c.head == "qa":
             self.qa_outputs = nn.Linear(c.hidden_size, 2)
 
@@ -390,30 +325,11 @@ class DebertaV2Eager(nn.Module):
 # ---------------------------------------------------------------------------
 # checkpoint loading (own minimal safetensors reader: no safetensors module here)
 
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    header.pop("__metadata__", None)
-    np_types = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4"}
-    out = {}
-    for name, info in header.items():
-        b, e = info["data_offsets"]
-        raw = data[8 + n + b: 8 + n + e]
-        if info["dtype"] == "BF16":
-            arr = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
-        else:
-            arr = np.frombuffer(raw, dtype=np_types[info["dtype"]])
-        out[name] = torch.from_numpy(arr.copy().reshape(info["shape"]))
-    return out
-
-
 def load_checkpoint(model_dir, dtype=torch.float32):
     with open(os.path.join(model_dir, "config.json")) as f:
         cfg = json.load(f)
     model = DebertaV2Eager(cfg)
-    tensors = read_safetensors(os.path.join(model_dir, "model.safetensors"))
+    tensors, _ = read_safetensors(os.path.join(model_dir, "model.safetensors"))
     own = model.state_dict()
     state = {}
     for name, t in tensors.items():
