@@ -1,4 +1,5 @@
 #include "model/checkpoint/checkpoint_dir.h"
+#include "tests/model/checkpoint/temp_dir.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -25,31 +26,6 @@ std::string GoldenDir(const std::string& name) {
   return std::string(DSERVE_SHARED_DIR) + "/goldens/model/" + name;
 }
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = ::testing::TempDir() + "/checkpoint_dir_test.XXXXXX";
-    if (::mkdtemp(path_.data()) == nullptr) path_.clear();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-  // Names directly inside the temp dir, sorted.
-  std::vector<std::string> Entries() const {
-    std::vector<std::string> out;
-    for (const auto& e : std::filesystem::directory_iterator(path_)) {
-      out.push_back(e.path().filename().string());
-    }
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-
- private:
-  std::string path_;
-};
 
 std::string ReadText(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

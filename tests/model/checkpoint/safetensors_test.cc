@@ -1,4 +1,5 @@
 #include "model/checkpoint/safetensors.h"
+#include "tests/model/checkpoint/temp_dir.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,30 +44,6 @@ double Sum(const TensorView& t) {
   return s;
 }
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = ::testing::TempDir() + "/safetensors_test.XXXXXX";
-    if (::mkdtemp(path_.data()) == nullptr) path_.clear();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-  std::vector<std::string> Entries() const {
-    std::vector<std::string> out;
-    for (const auto& e : std::filesystem::directory_iterator(path_)) {
-      out.push_back(e.path().filename().string());
-    }
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-
- private:
-  std::string path_;
-};
 
 void WriteBytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
