@@ -14,14 +14,15 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   # LibTorch (CPU) and a fast BLAS: without libopenblas0-openmp Debian's
   # reference BLAS runs a 2048^2 matmul ~30x slower.
-  libtorch-dev libopenblas0-openmp libgloo-dev
+  libtorch-dev libopenblas0-openmp libgloo-dev libdnnl-dev
   # (libgloo-dev: headers c10d's ProcessGroupGloo needs for distributed training)
   # RPC, serialisation and the rest of the stack
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev prometheus-cpp-dev nlohmann-json3-dev
   libcli11-dev libyaml-cpp-dev
-  # tests and benchmarks
-  libgtest-dev libgmock-dev libbenchmark-dev
+  # tests and benchmarks; clang + its sanitizer/libFuzzer runtimes for the
+  # fuzz build (libclang-rt-dev is only a recommendation of clang)
+  libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-dev
   # promtool (checks our /metrics) and openssl (test certificates)
   prometheus openssl
   # Python oracles and clients (run with /usr/bin/python3)

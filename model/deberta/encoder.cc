@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
+#include "model/deberta/cpu_kernels.h"
 #include "model/deberta/weights.h"
 #include "model/util/status_macros.h"
 
@@ -24,6 +25,17 @@ torch::Tensor Drop(const torch::Tensor& x, double p) {
 
 torch::Tensor Norm(const torch::Tensor& x, const NormWeights& w, double eps) {
   return torch::layer_norm(x, {x.size(-1)}, w.weight, w.bias, eps);
+}
+
+// LayerNorm(dropout(x) + residual); residual may be undefined. In inference
+// on CPU one fused pass (cpu_kernels.h) when `fused`.
+torch::Tensor AddNorm(const torch::Tensor& x, const torch::Tensor& residual, const NormWeights& w, double eps,
+                      double dropout, bool fused) {
+  if (fused && dropout == 0 && FusedAddLayerNormApplies(x, w.weight, w.bias)) {
+    return FusedAddLayerNorm(x, residual, w.weight, w.bias, eps);
+  }
+  const torch::Tensor dropped = Drop(x, dropout);
+  return Norm(residual.defined() ? dropped + residual : dropped, w, eps);
 }
 
 absl::Status LoadLinear(WeightStore& store, const std::string& prefix, int64_t out, int64_t in,
@@ -246,8 +258,11 @@ DebertaEncoder::LayerCache DebertaEncoder::BuildLayerCache(const LayerWeights& l
                                                            const torch::Tensor& rel) const {
   LayerCache cache;
   const auto& at = layer.attention;
-  cache.qkv.weight = torch::cat({at.query.weight, at.key.weight, at.value.weight}, 0);
-  cache.qkv.bias = torch::cat({at.query.bias, at.key.bias, at.value.bias}, 0);
+  // The query rows carry the score scale, so scores need no extra pass
+  // (scaled in float32, then back to the weights' dtype).
+  auto scaled = [&](const torch::Tensor& t) { return (t.to(torch::kFloat) * score_scale_).to(t.scalar_type()); };
+  cache.qkv.weight = torch::cat({scaled(at.query.weight), at.key.weight, at.value.weight}, 0);
+  cache.qkv.bias = torch::cat({scaled(at.query.bias), at.key.bias, at.value.bias}, 0);
   if (!config_.relative_attention) return cache;
   // [2*span, h*d] -> [h, 2*span, d]
   auto per_head = [&](const torch::Tensor& x) {
@@ -285,14 +300,17 @@ DebertaEncoder::Relative DebertaEncoder::BuildRelative(int64_t length,
   return relative;
 }
 
-torch::Tensor DebertaEncoder::MaskBias(const torch::Tensor& attention_mask,
-                                       torch::ScalarType dtype) const {
+DebertaEncoder::Masks DebertaEncoder::MakeMasks(const torch::Tensor& attention_mask,
+                                                torch::ScalarType dtype) const {
   // Additive key mask [B, 1, 1, L]. Half the dtype's lowest value: masked
   // scores vanish in the softmax without overflowing to -inf, and a row with
   // no valid key (only ever a padding row) stays finite.
   const double lowest = dtype == torch::kHalf ? -65504.0 / 2 : -1.0e30;
   auto keep = attention_mask.to(dtype).unsqueeze(1).unsqueeze(2);
-  return (1.0 - keep) * lowest;
+  Masks masks;
+  masks.bias = (1.0 - keep) * lowest;
+  masks.keys = attention_mask.ne(0).to(torch::kByte).contiguous();
+  return masks;
 }
 
 torch::Tensor DebertaEncoder::Embed(const EncoderInput& input, const Dropout& dropout) const {
@@ -309,30 +327,50 @@ torch::Tensor DebertaEncoder::Embed(const EncoderInput& input, const Dropout& dr
     x = x + torch::embedding(emb.token_type, types);
   }
   if (emb.projection.defined()) x = torch::linear(x, emb.projection);
-  x = Norm(x, emb.norm, config_.layer_norm_eps);
+  x = AddNorm(x, torch::Tensor(), emb.norm, config_.layer_norm_eps, 0.0, options_.fused_kernels);
   return Drop(x * input.attention_mask.unsqueeze(-1).to(x.scalar_type()), dropout.hidden);
 }
 
 torch::Tensor DebertaEncoder::Attention(const LayerWeights& layer, const LayerCache& cache,
                                         const torch::Tensor& hidden,
                                         const torch::Tensor* query_states,
-                                        const torch::Tensor& mask_bias,
+                                        const Masks& masks,
                                         const Relative& relative, const Dropout& dropout) const {
   const int64_t B = hidden.size(0), L = hidden.size(1), h = heads_, d = head_size_;
-  torch::Tensor q, k, v;
+  const torch::Tensor& residual = query_states ? *query_states : hidden;
+  auto finish = [&](const torch::Tensor& context) {
+    return AddNorm(Linear(context, layer.attention.output), residual, layer.attention.output_norm,
+                   config_.layer_norm_eps, dropout.hidden, options_.fused_kernels);
+  };
+  torch::Tensor q, k, v;  // [B, h, L, d]; q carries the score scale once
   if (query_states == nullptr) {
-    auto qkv = Linear(hidden, cache.qkv).view({B, L, 3, h, d}).permute({2, 0, 3, 1, 4});
+    torch::Tensor fused = Linear(hidden, cache.qkv);  // [B, L, 3*h*d], queries pre-scaled
+    if (options_.fused_kernels && dropout.attention == 0 && FusedAttentionApplies(fused)) {
+      FusedAttentionInput in;
+      in.qkv = fused.contiguous();
+      in.heads = h;
+      in.head_size = d;
+      if (config_.relative_attention) {
+        if (config_.has_c2p()) in.pos_key = cache.pos_key;
+        if (config_.has_p2c()) in.pos_query = cache.pos_query;
+        in.index = relative.index;
+        in.min_row = relative.min_row;
+        in.rows = relative.rows;
+      }
+      in.key_mask = masks.keys;
+      return finish(FusedAttention(in));
+    }
+    auto qkv = fused.view({B, L, 3, h, d}).permute({2, 0, 3, 1, 4});
     q = qkv[0];
     k = qkv[1];
     v = qkv[2];
   } else {
     const auto& at = layer.attention;
     auto split = [&](const torch::Tensor& x) { return x.view({B, L, h, d}).permute({0, 2, 1, 3}); };
-    q = split(Linear(*query_states, at.query));
+    q = split(Linear(*query_states, at.query)) * score_scale_;
     k = split(Linear(hidden, at.key));
     v = split(Linear(hidden, at.value));
   }
-  q = q * score_scale_;  // [B, h, L, d]; every score term carries the scale once
   torch::Tensor scores = torch::matmul(q, k.transpose(-1, -2));  // [B, h, L, L]
   if (config_.relative_attention) {
     // Only the rows a sequence of length L can reach, then a gather.
@@ -355,24 +393,21 @@ torch::Tensor DebertaEncoder::Attention(const LayerWeights& layer, const LayerCa
       scores = scores + torch::gather(p2c, -1, index.transpose(-1, -2)).transpose(-1, -2);
     }
   }
-  scores = scores + mask_bias;
+  scores = scores + masks.bias;
   auto probs = Drop(torch::softmax(scores, -1), dropout.attention);
-  auto context = torch::matmul(probs, v).permute({0, 2, 1, 3}).reshape({B, L, h * d});
-  const torch::Tensor& residual = query_states ? *query_states : hidden;
-  return Norm(Drop(Linear(context, layer.attention.output), dropout.hidden) + residual, layer.attention.output_norm,
-              config_.layer_norm_eps);
+  return finish(torch::matmul(probs, v).permute({0, 2, 1, 3}).reshape({B, L, h * d}));
 }
 
 torch::Tensor DebertaEncoder::LayerImpl(int64_t index, const LayerCache& cache,
                                         const torch::Tensor& hidden,
                                         const torch::Tensor* query_states,
-                                        const torch::Tensor& mask_bias,
+                                        const Masks& masks,
                                         const Relative& relative, const Dropout& dropout) const {
   const LayerWeights& layer = Layer(index);
-  auto attention = Attention(layer, cache, hidden, query_states, mask_bias, relative, dropout);
+  auto attention = Attention(layer, cache, hidden, query_states, masks, relative, dropout);
   auto inner = hidden_act_(Linear(attention, layer.intermediate));
-  return Norm(Drop(Linear(inner, layer.output), dropout.hidden) + attention, layer.output_norm,
-              config_.layer_norm_eps);
+  return AddNorm(Linear(inner, layer.output), attention, layer.output_norm, config_.layer_norm_eps, dropout.hidden,
+                 options_.fused_kernels);
 }
 
 torch::Tensor DebertaEncoder::ConvImpl(const torch::Tensor& embedded, const torch::Tensor& layer0_out,
@@ -393,11 +428,11 @@ torch::Tensor DebertaEncoder::Forward(const EncoderInput& input, std::vector<tor
   torch::Tensor x = Embed(input, dropout);
   if (hidden_states) hidden_states->push_back(x);
   const Relative relative = BuildRelative(x.size(1), x.device());
-  const torch::Tensor bias = MaskBias(input.attention_mask, x.scalar_type());
+  const Masks masks = MakeMasks(input.attention_mask, x.scalar_type());
   const torch::Tensor embedded = x;
   for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
     const LayerCache& cache = caches[config_.dserve.share_layers ? 0 : static_cast<size_t>(i)];
-    x = LayerImpl(i, cache, x, nullptr, bias, relative, dropout);
+    x = LayerImpl(i, cache, x, nullptr, masks, relative, dropout);
     if (i == 0 && weights_.conv) x = ConvImpl(embedded, x, input.attention_mask);
     if (hidden_states) hidden_states->push_back(x);
   }
@@ -412,8 +447,8 @@ torch::Tensor DebertaEncoder::LayerForward(int64_t layer, const torch::Tensor& h
                                ? caches_[slot]
                                : BuildLayerCache(weights_.layers[slot], NormalisedRelEmbeddings());
   const Relative relative = BuildRelative(hidden.size(1), hidden.device());
-  const torch::Tensor bias = MaskBias(attention_mask, hidden.scalar_type());
-  return LayerImpl(layer, cache, hidden, &query_states, bias, relative, dropout);
+  const Masks masks = MakeMasks(attention_mask, hidden.scalar_type());
+  return LayerImpl(layer, cache, hidden, &query_states, masks, relative, dropout);
 }
 
 }  // namespace dserve

@@ -105,6 +105,9 @@ class DebertaEncoder {
     // position projections, fused QKV). Turn off for training, where they
     // must be recomputed from the live weights on every step.
     bool precompute = true;
+    // Inference on CPU through our fused kernels (cpu_kernels.h: attention
+    // per head, add + LayerNorm) where they apply; off = torch ops only.
+    bool fused_kernels = true;
   };
 
   static absl::StatusOr<std::unique_ptr<DebertaEncoder>> Create(const ModelConfig& config,
@@ -137,6 +140,12 @@ class DebertaEncoder {
     torch::Tensor pos_key;    // [h, 2*span, d], when c2p
     torch::Tensor pos_query;  // [h, 2*span, d] pre-scaled by 1/sqrt(d*k), when p2c
   };
+  // The key mask two ways: an additive bias [B, 1, 1, L] for the torch path,
+  // uint8 [B, L] flags for the fused CPU attention.
+  struct Masks {
+    torch::Tensor bias;
+    torch::Tensor keys;
+  };
   struct Relative {
     torch::Tensor index;  // [L, L] int64 rows of the table, shifted by -min_row
     int64_t min_row = 0;
@@ -151,13 +160,13 @@ class DebertaEncoder {
   Relative BuildRelative(int64_t length, const torch::Device& device) const;
   torch::Tensor Attention(const LayerWeights& layer, const LayerCache& cache,
                           const torch::Tensor& hidden, const torch::Tensor* query_states,
-                          const torch::Tensor& mask_bias, const Relative& relative, const Dropout& dropout) const;
+                          const Masks& masks, const Relative& relative, const Dropout& dropout) const;
   torch::Tensor LayerImpl(int64_t index, const LayerCache& cache, const torch::Tensor& hidden,
-                          const torch::Tensor* query_states, const torch::Tensor& mask_bias,
+                          const torch::Tensor* query_states, const Masks& masks,
                           const Relative& relative, const Dropout& dropout) const;
   torch::Tensor ConvImpl(const torch::Tensor& embedded, const torch::Tensor& layer0_out,
                          const torch::Tensor& attention_mask) const;
-  torch::Tensor MaskBias(const torch::Tensor& attention_mask, torch::ScalarType dtype) const;
+  Masks MakeMasks(const torch::Tensor& attention_mask, torch::ScalarType dtype) const;
   std::vector<LayerCache> Caches() const;  // precomputed, or built from live weights
 
   ModelConfig config_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <fstream>
 #include <ostream>
 #include <thread>
@@ -9,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/cuda.h>
 #include <torch/torch.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -71,19 +73,31 @@ void Synchronize(const torch::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());
 }
 
-// Median wall time of `fn`, the device synchronised around each call.
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Median wall time of `fn`, the device synchronised around each call; the
+// median process CPU seconds per call go to `cpu_seconds` when given (on a
+// busy machine CPU time of a 1-thread run moves less than wall time).
 template <typename Fn>
-double MedianSeconds(const torch::Device& device, int warmup, int repeats, Fn&& fn) {
+double MedianSeconds(const torch::Device& device, int warmup, int repeats, Fn&& fn, double* cpu_seconds = nullptr) {
   for (int i = 0; i < warmup; ++i) fn();
   Synchronize(device);
-  std::vector<double> times;
+  std::vector<double> times, cpu;
   for (int i = 0; i < repeats; ++i) {
+    const double c0 = ProcessCpuSeconds();
     const auto t0 = Clock::now();
     fn();
     Synchronize(device);
     times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    cpu.push_back(ProcessCpuSeconds() - c0);
   }
   std::sort(times.begin(), times.end());
+  std::sort(cpu.begin(), cpu.end());
+  if (cpu_seconds) *cpu_seconds = cpu[cpu.size() / 2];
   return times[times.size() / 2];
 }
 
@@ -142,7 +156,13 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
                                            config->intermediate_size, table.max_row - table.min_row + 1, terms);
   report["gflop_per_forward"] = flops / 1e9;
   torch::manual_seed(0);
+  std::vector<std::pair<std::string, bool>> runs;  // (row name, fused attention)
   for (const auto& dtype_name : o.dtypes) {
+    runs.emplace_back(dtype_name, true);
+    if (o.compare_unfused) runs.emplace_back(dtype_name + "-unfused", false);
+  }
+  for (const auto& [row_name, fused] : runs) {
+    const std::string dtype_name = row_name.substr(0, row_name.find('-'));
     auto dtype = ParseDType(dtype_name);
     if (!dtype.ok()) {
       err << "dserve bench encoder: " << dtype.status().message() << "\n";
@@ -153,23 +173,37 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
     absl::Status status = TorchCall("bench", [&] {
       torch::InferenceMode guard;
       auto weights = EncoderWeights::Init(*config, *dtype, *device);
-      auto encoder = DebertaEncoder::Create(*config, std::move(weights), DebertaEncoder::Options());
+      DebertaEncoder::Options options;
+      options.fused_kernels = fused;
+      auto encoder = DebertaEncoder::Create(*config, std::move(weights), options);
       if (!encoder.ok()) throw std::runtime_error(std::string(encoder.status().message()));
       EncoderInput input;
       const auto ids = torch::TensorOptions().dtype(torch::kLong).device(*device);
       input.input_ids = torch::randint(5, config->vocab_size, {o.batch_size, o.length}, ids);
       input.attention_mask = torch::ones({o.batch_size, o.length}, ids);
-      const double seconds = MedianSeconds(*device, o.warmup, o.repeats, [&] { (*encoder)->Forward(input); });
+      double cpu_seconds = 0;
+      const double seconds =
+          MedianSeconds(*device, o.warmup, o.repeats, [&] { (*encoder)->Forward(input); }, &cpu_seconds);
       row["median_s"] = seconds;
+      row["median_cpu_s"] = cpu_seconds;
       row["sequences_per_s"] = o.batch_size / seconds;
       row["model_gflops"] = flops / seconds / 1e9;
       row["mfu_vs_matmul"] = flops / seconds / 1e9 / row["matmul_gflops"].get<double>();
+      if (!o.profile.empty()) {
+        const std::string trace = absl::StrCat(o.profile, ".", row_name, ".json");
+        {
+          torch::autograd::profiler::RecordProfile profile(trace);
+          (*encoder)->Forward(input);
+          Synchronize(*device);
+        }
+        row["profile"] = trace;
+      }
     });
     if (!status.ok()) {
       err << "dserve bench encoder: " << status.message() << "\n";
       return 1;
     }
-    report["dtypes"][dtype_name] = row;
+    report["dtypes"][row_name] = row;
   }
   if (o.json) {
     out << report.dump(2) << "\n";
@@ -180,12 +214,13 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
   out << absl::StrFormat("machine: nproc %d, cpu %s, flags %s\n", std::thread::hardware_concurrency(), CpuModel(),
                          CpuFlags());
   out << absl::StrFormat("model GFLOP per forward: %.1f\n", flops / 1e9);
-  out << absl::StrFormat("%-6s %14s %12s %12s %14s %8s\n", "dtype", "matmul GFLOP/s", "forward s", "seq/s",
-                         "model GFLOP/s", "MFU");
-  for (const auto& dtype_name : o.dtypes) {
+  out << absl::StrFormat("%-13s %14s %12s %10s %12s %14s %8s\n", "dtype", "matmul GFLOP/s", "forward s", "cpu s",
+                         "seq/s", "model GFLOP/s", "MFU");
+  for (const auto& [dtype_name, fused] : runs) {
     const auto& r = report["dtypes"][dtype_name];
-    out << absl::StrFormat("%-6s %14.1f %12.4f %12.2f %14.1f %7.1f%%\n", dtype_name, r["matmul_gflops"].get<double>(),
-                           r["median_s"].get<double>(), r["sequences_per_s"].get<double>(),
+    out << absl::StrFormat("%-13s %14.1f %12.4f %10.4f %12.2f %14.1f %7.1f%%\n", dtype_name,
+                           r["matmul_gflops"].get<double>(), r["median_s"].get<double>(),
+                           r["median_cpu_s"].get<double>(), r["sequences_per_s"].get<double>(),
                            r["model_gflops"].get<double>(), 100 * r["mfu_vs_matmul"].get<double>());
   }
   if (report["dtypes"].contains("fp32") && report["dtypes"].contains("bf16")) {

@@ -18,6 +18,13 @@ struct EncoderBenchOptions {
   std::vector<std::string> dtypes = {"fp32", "bf16"};
   std::string device = "cpu";          // cpu | cuda | cuda:N (timings synchronise the device)
   bool json = false;                   // one JSON object instead of a table
+  // When set: after timing, one more forward per dtype runs under the torch
+  // profiler; its Chrome trace goes to PROFILE.<dtype>.json and the ops with
+  // the most self time are printed (bench/profile_summary.py reads it too).
+  std::string profile;
+  // Also time each dtype with torch ops only (fused CPU kernels off): their
+  // before/after, side by side in one run.
+  bool compare_unfused = false;
 };
 
 // Prints the machine (nproc, CPU model, ISA flags), the matmul GFLOP/s per

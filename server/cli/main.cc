@@ -86,6 +86,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bench_encoder->add_option("--batch-size", encoder_bench.batch_size)->capture_default_str();
   bench_encoder->add_option("--length", encoder_bench.length)->capture_default_str();
+  bench_encoder->add_option("--profile", encoder_bench.profile,
+                            "also profile one forward per dtype: Chrome trace to PROFILE.<dtype>.json");
+  bench_encoder->add_flag("--compare-unfused", encoder_bench.compare_unfused,
+                          "also time each dtype with torch ops instead of the fused CPU kernels (rows <dtype>-unfused)");
   bench_encoder->add_option("--repeats", encoder_bench.repeats)->capture_default_str();
   bench_encoder->add_option("--threads", encoder_bench.threads, "0 = all cores")->capture_default_str();
   bench_encoder->add_option("--dtypes", encoder_bench.dtypes, "fp32,bf16")->delimiter(',')->capture_default_str();

@@ -1,0 +1,300 @@
+#include "model/deberta/cpu_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <ATen/Parallel.h>
+
+#ifdef DSERVE_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+extern "C" {
+// Exported by libdnnl (PyTorch's bf16 GEMM uses it) but not declared in its
+// public header: row-major C = alpha * op(A) op(B) + beta * C, A and B bf16
+// (raw 16-bit values), C float32.
+dnnl_status_t dnnl_gemm_bf16bf16f32(char transa, char transb, dnnl_dim_t M, dnnl_dim_t N, dnnl_dim_t K, float alpha,
+                                    const uint16_t* A, dnnl_dim_t lda, const uint16_t* B, dnnl_dim_t ldb, float beta,
+                                    float* C, dnnl_dim_t ldc);
+}
+#endif
+
+namespace dserve {
+namespace {
+
+#ifdef DSERVE_HAVE_DNNL
+void Check(dnnl_status_t status, const char* what) {
+  if (status != dnnl_success) throw std::runtime_error(std::string("fused attention: ") + what + " failed (oneDNN status " + std::to_string(static_cast<int>(status)) + ")");
+}
+
+// Row-major C[M, N] = op(A) op(B), float32 result.
+void Gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+          float* c, int64_t ldc) {
+  Check(dnnl_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc), "sgemm");
+}
+void Gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const c10::BFloat16* a, int64_t lda,
+          const c10::BFloat16* b, int64_t ldb, float* c, int64_t ldc) {
+  Check(dnnl_gemm_bf16bf16f32(ta, tb, m, n, k, 1.0f, reinterpret_cast<const uint16_t*>(a), lda,
+                              reinterpret_cast<const uint16_t*>(b), ldb, 0.0f, c, ldc),
+        "bf16 gemm");
+}
+#endif
+
+// exp(x) for x <= 0 (Cephes' expf: range reduction by ln 2 in two parts, a
+// degree-6 polynomial, the exponent set through the bits); relative error
+// ~1e-7. Written so the loops below vectorise.
+inline float ExpNonPositive(float x) {
+  x = std::max(x, -87.0f);
+  const float t = x * 1.44269504088896341f;
+  const int n = static_cast<int>(t - 0.5f);  // round to nearest (t <= 0)
+  const float fn = static_cast<float>(n);
+  float z = x - fn * 0.693359375f;
+  z = z - fn * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * z + 1.3981999507e-3f;
+  p = p * z + 8.3334519073e-3f;
+  p = p * z + 4.1665795894e-2f;
+  p = p * z + 1.6666665459e-1f;
+  p = p * z + 5.0000001201e-1f;
+  p = p * z * z + z + 1.0f;
+  const int32_t bits = (n + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+// In place: row <- softmax(row) over the keys with valid[j] != 0; masked keys
+// get 0. A row with no valid key becomes uniform (as adding a huge negative
+// bias to every key would give).
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void SoftmaxRow(float* row, const uint8_t* valid, int64_t n) {
+  float max = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j) max = std::max(max, valid[j] ? row[j] : -std::numeric_limits<float>::infinity());
+  if (max == -std::numeric_limits<float>::infinity()) {
+    for (int64_t j = 0; j < n; ++j) row[j] = 1.0f / static_cast<float>(n);
+    return;
+  }
+  float sum = 0.0f;
+  for (int64_t j = 0; j < n; ++j) {
+    const float e = valid[j] ? ExpNonPositive(row[j] - max) : 0.0f;
+    row[j] = e;
+    sum += e;
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+}
+
+// row[j] += table[idx[j]] for a row of c2p, or the transposed p2c walk.
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void AddGathered(float* row, const float* table, const int64_t* idx, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) row[j] += table[idx[j]];
+}
+
+// Round to nearest even, as c10::BFloat16's constructor does (no NaN here:
+// probabilities and finite products).
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void ToBf16(const float* in, int64_t n, uint16_t* out) {
+  for (int64_t j = 0; j < n; ++j) {
+    uint32_t u;
+    std::memcpy(&u, &in[j], sizeof u);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    out[j] = static_cast<uint16_t>(u >> 16);
+  }
+}
+
+inline float Bf16ToFloat(uint16_t v) {
+  const uint32_t u = static_cast<uint32_t>(v) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// out = LayerNorm(a + b) * w + bias over n values; b may be null. tmp holds
+// the n float32 sums. Two passes (mean, then variance of the centred values).
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void AddNormRowF32(const float* a, const float* b, const float* w, const float* bias, float eps, int64_t n,
+                   float* tmp, float* out) {
+  float sum = 0.0f;
+  for (int64_t j = 0; j < n; ++j) {
+    tmp[j] = b ? a[j] + b[j] : a[j];
+    sum += tmp[j];
+  }
+  const float mean = sum / static_cast<float>(n);
+  float sq = 0.0f;
+  for (int64_t j = 0; j < n; ++j) {
+    const float c = tmp[j] - mean;
+    sq += c * c;
+  }
+  const float inv = 1.0f / std::sqrt(sq / static_cast<float>(n) + eps);
+  for (int64_t j = 0; j < n; ++j) out[j] = (tmp[j] - mean) * inv * w[j] + bias[j];
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void AddNormRowBf16(const uint16_t* a, const uint16_t* b, const uint16_t* w, const uint16_t* bias, float eps,
+                    int64_t n, float* tmp, uint16_t* out) {
+  float sum = 0.0f;
+  for (int64_t j = 0; j < n; ++j) {
+    tmp[j] = b ? Bf16ToFloat(a[j]) + Bf16ToFloat(b[j]) : Bf16ToFloat(a[j]);
+    sum += tmp[j];
+  }
+  const float mean = sum / static_cast<float>(n);
+  float sq = 0.0f;
+  for (int64_t j = 0; j < n; ++j) {
+    const float c = tmp[j] - mean;
+    sq += c * c;
+  }
+  const float inv = 1.0f / std::sqrt(sq / static_cast<float>(n) + eps);
+  for (int64_t j = 0; j < n; ++j) tmp[j] = (tmp[j] - mean) * inv * Bf16ToFloat(w[j]) + Bf16ToFloat(bias[j]);
+  ToBf16(tmp, n, out);
+}
+
+struct Scratch {
+  std::vector<float> scores, c2p, p2c, out;
+  std::vector<uint16_t> probs;
+};
+
+#ifdef DSERVE_HAVE_DNNL
+template <typename T>
+void RunTiles(const FusedAttentionInput& in, torch::Tensor& context) {
+  const int64_t B = in.qkv.size(0), L = in.qkv.size(1), h = in.heads, d = in.head_size;
+  const int64_t A = h * d, ld = 3 * A, R = in.rows;
+  const T* qkv = in.qkv.data_ptr<T>();
+  const T* pos_key = in.pos_key.defined() ? in.pos_key.data_ptr<T>() : nullptr;
+  const T* pos_query = in.pos_query.defined() ? in.pos_query.data_ptr<T>() : nullptr;
+  const int64_t table_rows = pos_key ? in.pos_key.size(1) : pos_query ? in.pos_query.size(1) : 0;
+  const int64_t* index = in.index.defined() ? in.index.data_ptr<int64_t>() : nullptr;
+  const uint8_t* keys = in.key_mask.data_ptr<uint8_t>();
+  T* out = context.data_ptr<T>();
+  constexpr bool kFloat = std::is_same<T, float>::value;
+
+  at::parallel_for(0, B * h, 1, [&](int64_t begin, int64_t end) {
+    thread_local Scratch s;
+    s.scores.resize(L * L);
+    if (pos_key) s.c2p.resize(L * R);
+    if (pos_query) s.p2c.resize(L * R);
+    if (!kFloat) {
+      s.probs.resize(L * L);
+      s.out.resize(L * d);
+    }
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / h, head = task % h;
+      const T* q = qkv + b * L * ld + head * d;
+      const T* k = q + A;
+      const T* v = q + 2 * A;
+      float* scores = s.scores.data();
+      Gemm('N', 'T', L, L, d, q, ld, k, ld, scores, L);
+      if (pos_key) {
+        Gemm('N', 'T', L, R, d, q, ld, pos_key + (head * table_rows + in.min_row) * d, d, s.c2p.data(), R);
+        for (int64_t i = 0; i < L; ++i) AddGathered(scores + i * L, s.c2p.data() + i * R, index + i * L, L);
+      }
+      if (pos_query) {
+        // p2c[i, j] = K_j . P_q[idx[i, j]]: walk row i of the index, row j of the table.
+        Gemm('N', 'T', L, R, d, k, ld, pos_query + (head * table_rows + in.min_row) * d, d, s.p2c.data(), R);
+        const float* p2c = s.p2c.data();
+        for (int64_t i = 0; i < L; ++i) {
+          float* row = scores + i * L;
+          const int64_t* idx = index + i * L;
+          for (int64_t j = 0; j < L; ++j) row[j] += p2c[j * R + idx[j]];
+        }
+      }
+      const uint8_t* valid = keys + b * L;
+      for (int64_t i = 0; i < L; ++i) SoftmaxRow(scores + i * L, valid, L);
+      T* o = out + b * L * A + head * d;
+      if constexpr (kFloat) {
+        Gemm('N', 'N', L, d, L, scores, L, v, ld, o, A);
+      } else {
+        ToBf16(scores, L * L, s.probs.data());
+        Gemm('N', 'N', L, d, L, reinterpret_cast<const c10::BFloat16*>(s.probs.data()), L, v, ld, s.out.data(), d);
+        for (int64_t i = 0; i < L; ++i) ToBf16(s.out.data() + i * d, d, reinterpret_cast<uint16_t*>(o + i * A));
+      }
+    }
+  });
+}
+#endif
+
+}  // namespace
+
+bool FusedAttentionApplies(const torch::Tensor& qkv) {
+#ifdef DSERVE_HAVE_DNNL
+  return qkv.device().is_cpu() && (qkv.scalar_type() == torch::kFloat || qkv.scalar_type() == torch::kBFloat16) &&
+         !at::GradMode::is_enabled();
+#else
+  (void)qkv;
+  return false;
+#endif
+}
+
+bool FusedAddLayerNormApplies(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+#ifdef DSERVE_HAVE_DNNL
+  const auto dtype = x.scalar_type();
+  return x.device().is_cpu() && (dtype == torch::kFloat || dtype == torch::kBFloat16) && x.is_contiguous() &&
+         !at::GradMode::is_enabled() && weight.defined() && bias.defined() && weight.scalar_type() == dtype &&
+         bias.scalar_type() == dtype && weight.dim() == 1 && weight.size(0) == x.size(-1) &&
+         bias.sizes() == weight.sizes() && weight.is_contiguous() && bias.is_contiguous();
+#else
+  (void)x, (void)weight, (void)bias;
+  return false;
+#endif
+}
+
+torch::Tensor FusedAddLayerNorm(const torch::Tensor& x, const torch::Tensor& residual, const torch::Tensor& weight,
+                                const torch::Tensor& bias, double eps) {
+  TORCH_CHECK(FusedAddLayerNormApplies(x, weight, bias), "fused layer norm: not available for these tensors");
+  torch::Tensor r;
+  if (residual.defined()) {
+    TORCH_CHECK(residual.sizes() == x.sizes() && residual.scalar_type() == x.scalar_type(),
+                "fused layer norm: residual must match x");
+    r = residual.contiguous();
+  }
+  auto out = torch::empty_like(x);
+  const int64_t n = x.size(-1), rows = x.numel() / std::max<int64_t>(n, 1);
+  const float e = static_cast<float>(eps);
+  const bool bf16 = x.scalar_type() == torch::kBFloat16;
+  at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> tmp;
+    tmp.resize(n);
+    for (int64_t i = begin; i < end; ++i) {
+      if (bf16) {
+        auto p = [&](const torch::Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr<c10::BFloat16>()); };
+        AddNormRowBf16(p(x) + i * n, r.defined() ? p(r) + i * n : nullptr, p(weight), p(bias), e, n, tmp.data(),
+                       reinterpret_cast<uint16_t*>(out.data_ptr<c10::BFloat16>()) + i * n);
+      } else {
+        AddNormRowF32(x.data_ptr<float>() + i * n, r.defined() ? r.data_ptr<float>() + i * n : nullptr,
+                      weight.data_ptr<float>(), bias.data_ptr<float>(), e, n, tmp.data(), out.data_ptr<float>() + i * n);
+      }
+    }
+  });
+  return out;
+}
+
+torch::Tensor FusedAttention(const FusedAttentionInput& in) {
+  TORCH_CHECK(FusedAttentionApplies(in.qkv), "fused attention: not available for this tensor");
+  TORCH_CHECK(in.qkv.dim() == 3 && in.qkv.is_contiguous() && in.qkv.size(2) == 3 * in.heads * in.head_size,
+              "fused attention: qkv must be contiguous [B, L, 3*h*d]");
+  TORCH_CHECK(in.key_mask.scalar_type() == torch::kByte && in.key_mask.is_contiguous() &&
+                  in.key_mask.sizes() == torch::IntArrayRef({in.qkv.size(0), in.qkv.size(1)}),
+              "fused attention: key_mask must be contiguous uint8 [B, L]");
+  const bool relative = in.pos_key.defined() || in.pos_query.defined();
+  TORCH_CHECK(!relative || (in.index.defined() && in.index.is_contiguous() && in.rows > 0),
+              "fused attention: relative terms need the index");
+  for (const torch::Tensor* t : {&in.pos_key, &in.pos_query}) {
+    TORCH_CHECK(!t->defined() || (t->is_contiguous() && t->scalar_type() == in.qkv.scalar_type() &&
+                                  t->size(0) == in.heads && t->size(2) == in.head_size &&
+                                  in.min_row + in.rows <= t->size(1)),
+                "fused attention: position table must be contiguous [h, T, d] in qkv's dtype");
+  }
+  auto context = torch::empty({in.qkv.size(0), in.qkv.size(1), in.heads * in.head_size}, in.qkv.options());
+#ifdef DSERVE_HAVE_DNNL
+  if (in.qkv.scalar_type() == torch::kFloat) {
+    RunTiles<float>(in, context);
+  } else {
+    RunTiles<c10::BFloat16>(in, context);
+  }
+#endif
+  return context;
+}
+
+}  // namespace dserve

@@ -1,0 +1,64 @@
+// Inference kernels for CPU that LibTorch 1.13 does not fuse.
+//
+// FusedAttention: disentangled self-attention fused per (batch row,
+// head): scores, the c2p and p2c position terms, the key mask, softmax and
+// the value product of one head run on one L x L tile that stays in cache,
+// with GEMMs called on strided views of the fused QKV projection (no
+// permute copies) through oneDNN's row-major GEMM (fp32 and bf16 -> fp32).
+// Tiles are spread over torch's intra-op threads; each GEMM then runs
+// single-threaded, so the many small GEMMs of attention pay no per-call
+// threading cost (the batch-split bmm of this LibTorch build did: one
+// multi-threaded OpenBLAS call per L x L matrix).
+//
+// FusedAddLayerNorm: LayerNorm(x + residual) in one pass per row, float32
+// arithmetic for bf16 tensors too (this LibTorch's bf16 layer_norm was ~8x
+// slower than its fp32 one).
+//
+// The caller keeps the torch-op path for training (autograd, dropout), fp16,
+// non-CPU devices and builds without oneDNN.
+#pragma once
+
+#include <cstdint>
+
+#include <torch/torch.h>
+
+namespace dserve {
+
+struct FusedAttentionInput {
+  // [B, L, 3 * h * d] contiguous, the output of the fused QKV projection;
+  // queries already carry the score scale 1/sqrt(d * (1 + #c2p + #p2c)).
+  torch::Tensor qkv;
+  int64_t heads = 0;
+  int64_t head_size = 0;
+  // [h, T, d] contiguous, the per-head projections of the relative table
+  // (pos_query pre-scaled); either may be undefined (no c2p / no p2c).
+  torch::Tensor pos_key;
+  torch::Tensor pos_query;
+  // [L, L] int64: the table row of each (query, key) pair minus `min_row`;
+  // rows min_row .. min_row + rows - 1 of the tables are used. Undefined
+  // without relative attention.
+  torch::Tensor index;
+  int64_t min_row = 0;
+  int64_t rows = 0;
+  // [B, L] uint8, 1 for a key that may be attended to.
+  torch::Tensor key_mask;
+};
+
+// True when FusedAttention can run: built with oneDNN, CPU tensor, float32
+// or bfloat16, and autograd off.
+bool FusedAttentionApplies(const torch::Tensor& qkv);
+
+// The attention context [B, L, h * d] in qkv's dtype (before the output
+// projection). Softmax and score accumulation in float32 for both dtypes.
+torch::Tensor FusedAttention(const FusedAttentionInput& in);
+
+// True when FusedAddLayerNorm can run on x: CPU, float32 or bfloat16,
+// contiguous, autograd off, weight and bias [H] of x's dtype.
+bool FusedAddLayerNormApplies(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
+
+// LayerNorm over the last dimension of x + residual (residual may be
+// undefined: LayerNorm(x)); residual like x. Result in x's dtype.
+torch::Tensor FusedAddLayerNorm(const torch::Tensor& x, const torch::Tensor& residual, const torch::Tensor& weight,
+                                const torch::Tensor& bias, double eps);
+
+}  // namespace dserve
