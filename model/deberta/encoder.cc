@@ -18,6 +18,12 @@ torch::Tensor Linear(const torch::Tensor& x, const LinearWeights& w) {
   return torch::linear(x, w.weight, w.bias);
 }
 
+// Linear, through oneDNN's sgemm in fp32 inference on CPU when `fused`.
+torch::Tensor Linear(const torch::Tensor& x, const LinearWeights& w, bool fused) {
+  if (fused && FusedLinearApplies(x, w.weight, w.bias)) return FusedLinear(x, w.weight, w.bias);
+  return Linear(x, w);
+}
+
 // Dropout in training mode; the identity when p is 0 (inference).
 torch::Tensor Drop(const torch::Tensor& x, double p) {
   return p > 0 ? torch::dropout(x, p, /*train=*/true) : x;
@@ -327,7 +333,7 @@ torch::Tensor DebertaEncoder::Embed(const EncoderInput& input, const Dropout& dr
     x = x + torch::embedding(emb.token_type, types);
   }
   if (emb.projection.defined()) x = torch::linear(x, emb.projection);
-  x = AddNorm(x, torch::Tensor(), emb.norm, config_.layer_norm_eps, 0.0, options_.fused_kernels);
+  x = AddNorm(x, torch::Tensor(), emb.norm, config_.layer_norm_eps, 0.0, options_.kernels.add_layer_norm);
   return Drop(x * input.attention_mask.unsqueeze(-1).to(x.scalar_type()), dropout.hidden);
 }
 
@@ -339,13 +345,13 @@ torch::Tensor DebertaEncoder::Attention(const LayerWeights& layer, const LayerCa
   const int64_t B = hidden.size(0), L = hidden.size(1), h = heads_, d = head_size_;
   const torch::Tensor& residual = query_states ? *query_states : hidden;
   auto finish = [&](const torch::Tensor& context) {
-    return AddNorm(Linear(context, layer.attention.output), residual, layer.attention.output_norm,
-                   config_.layer_norm_eps, dropout.hidden, options_.fused_kernels);
+    return AddNorm(Linear(context, layer.attention.output, options_.kernels.linear), residual,
+                   layer.attention.output_norm, config_.layer_norm_eps, dropout.hidden, options_.kernels.add_layer_norm);
   };
   torch::Tensor q, k, v;  // [B, h, L, d]; q carries the score scale once
   if (query_states == nullptr) {
-    torch::Tensor fused = Linear(hidden, cache.qkv);  // [B, L, 3*h*d], queries pre-scaled
-    if (options_.fused_kernels && dropout.attention == 0 && FusedAttentionApplies(fused)) {
+    torch::Tensor fused = Linear(hidden, cache.qkv, options_.kernels.linear);  // [B, L, 3*h*d], queries pre-scaled
+    if (options_.kernels.attention && dropout.attention == 0 && FusedAttentionApplies(fused)) {
       FusedAttentionInput in;
       in.qkv = fused.contiguous();
       in.heads = h;
@@ -405,9 +411,15 @@ torch::Tensor DebertaEncoder::LayerImpl(int64_t index, const LayerCache& cache,
                                         const Relative& relative, const Dropout& dropout) const {
   const LayerWeights& layer = Layer(index);
   auto attention = Attention(layer, cache, hidden, query_states, masks, relative, dropout);
-  auto inner = hidden_act_(Linear(attention, layer.intermediate));
-  return AddNorm(Linear(inner, layer.output), attention, layer.output_norm, config_.layer_norm_eps, dropout.hidden,
-                 options_.fused_kernels);
+  torch::Tensor inner;
+  if (options_.kernels.linear_gelu && config_.hidden_act == "gelu" &&
+      FusedLinearApplies(attention, layer.intermediate.weight, layer.intermediate.bias)) {
+    inner = FusedLinear(attention, layer.intermediate.weight, layer.intermediate.bias, /*gelu=*/true);
+  } else {
+    inner = hidden_act_(Linear(attention, layer.intermediate, options_.kernels.linear));
+  }
+  return AddNorm(Linear(inner, layer.output, options_.kernels.linear), attention, layer.output_norm,
+                 config_.layer_norm_eps, dropout.hidden, options_.kernels.add_layer_norm);
 }
 
 torch::Tensor DebertaEncoder::ConvImpl(const torch::Tensor& embedded, const torch::Tensor& layer0_out,

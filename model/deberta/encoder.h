@@ -105,9 +105,16 @@ class DebertaEncoder {
     // position projections, fused QKV). Turn off for training, where they
     // must be recomputed from the live weights on every step.
     bool precompute = true;
-    // Inference on CPU through our fused kernels (cpu_kernels.h: attention
-    // per head, add + LayerNorm) where they apply; off = torch ops only.
-    bool fused_kernels = true;
+    // Inference on CPU through our kernels (cpu_kernels.h) where they
+    // apply; each off = torch ops for that step.
+    struct Kernels {
+      bool attention = true;       // fused per-head disentangled attention
+      bool add_layer_norm = true;  // residual add + LayerNorm in one pass
+      bool linear = true;          // fp32 linear through oneDNN sgemm
+      bool linear_gelu = true;     // ... with bias + GELU in one pass after it
+      static Kernels None() { return {false, false, false, false}; }
+    };
+    Kernels kernels;
   };
 
   static absl::StatusOr<std::unique_ptr<DebertaEncoder>> Create(const ModelConfig& config,

@@ -156,13 +156,30 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
                                            config->intermediate_size, table.max_row - table.min_row + 1, terms);
   report["gflop_per_forward"] = flops / 1e9;
   torch::manual_seed(0);
-  std::vector<std::pair<std::string, bool>> runs;  // (row name, fused attention)
+  using Kernels = DebertaEncoder::Options::Kernels;
+  struct Run {
+    std::string row, dtype;
+    Kernels kernels;
+  };
+  std::vector<Run> runs;
   for (const auto& dtype_name : o.dtypes) {
-    runs.emplace_back(dtype_name, true);
-    if (o.compare_unfused) runs.emplace_back(dtype_name + "-unfused", false);
+    runs.push_back({dtype_name, dtype_name, Kernels()});
+    if (o.ablate_kernels) {  // leave one kernel out at a time
+      const bool fp32 = dtype_name == "fp32";  // the linear kernels are fp32-only
+      for (const auto& [name, off] : std::vector<std::pair<const char*, bool Kernels::*>>{
+               {"attention", &Kernels::attention}, {"add_layer_norm", &Kernels::add_layer_norm},
+               {"linear", &Kernels::linear}, {"linear_gelu", &Kernels::linear_gelu}}) {
+        if (!fp32 && (off == &Kernels::linear || off == &Kernels::linear_gelu)) continue;
+        Kernels k;
+        k.*off = false;
+        runs.push_back({dtype_name + "-no-" + name, dtype_name, k});
+      }
+    }
+    if (o.compare_unfused || o.ablate_kernels) runs.push_back({dtype_name + "-unfused", dtype_name, Kernels::None()});
   }
-  for (const auto& [row_name, fused] : runs) {
-    const std::string dtype_name = row_name.substr(0, row_name.find('-'));
+  for (const Run& run : runs) {
+    const std::string& row_name = run.row;
+    const std::string& dtype_name = run.dtype;
     auto dtype = ParseDType(dtype_name);
     if (!dtype.ok()) {
       err << "dserve bench encoder: " << dtype.status().message() << "\n";
@@ -174,7 +191,7 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
       torch::InferenceMode guard;
       auto weights = EncoderWeights::Init(*config, *dtype, *device);
       DebertaEncoder::Options options;
-      options.fused_kernels = fused;
+      options.kernels = run.kernels;
       auto encoder = DebertaEncoder::Create(*config, std::move(weights), options);
       if (!encoder.ok()) throw std::runtime_error(std::string(encoder.status().message()));
       EncoderInput input;
@@ -214,11 +231,11 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
   out << absl::StrFormat("machine: nproc %d, cpu %s, flags %s\n", std::thread::hardware_concurrency(), CpuModel(),
                          CpuFlags());
   out << absl::StrFormat("model GFLOP per forward: %.1f\n", flops / 1e9);
-  out << absl::StrFormat("%-13s %14s %12s %10s %12s %14s %8s\n", "dtype", "matmul GFLOP/s", "forward s", "cpu s",
+  out << absl::StrFormat("%-22s %14s %12s %10s %12s %14s %8s\n", "dtype", "matmul GFLOP/s", "forward s", "cpu s",
                          "seq/s", "model GFLOP/s", "MFU");
-  for (const auto& [dtype_name, fused] : runs) {
-    const auto& r = report["dtypes"][dtype_name];
-    out << absl::StrFormat("%-13s %14.1f %12.4f %10.4f %12.2f %14.1f %7.1f%%\n", dtype_name,
+  for (const Run& run : runs) {
+    const auto& r = report["dtypes"][run.row];
+    out << absl::StrFormat("%-22s %14.1f %12.4f %10.4f %12.2f %14.1f %7.1f%%\n", run.row,
                            r["matmul_gflops"].get<double>(), r["median_s"].get<double>(),
                            r["median_cpu_s"].get<double>(), r["sequences_per_s"].get<double>(),
                            r["model_gflops"].get<double>(), 100 * r["mfu_vs_matmul"].get<double>());

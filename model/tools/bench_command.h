@@ -25,6 +25,9 @@ struct EncoderBenchOptions {
   // Also time each dtype with torch ops only (fused CPU kernels off): their
   // before/after, side by side in one run.
   bool compare_unfused = false;
+  // Also time each dtype with one kernel off at a time (rows
+  // <dtype>-no-<kernel>) and all off: the before/after of each.
+  bool ablate_kernels = false;
 };
 
 // Prints the machine (nproc, CPU model, ISA flags), the matmul GFLOP/s per
