@@ -90,6 +90,8 @@ int main(int argc, char** argv) {
                             "also profile one forward per dtype: Chrome trace to PROFILE.<dtype>.json");
   bench_encoder->add_flag("--compare-unfused", encoder_bench.compare_unfused,
                           "also time each dtype with torch ops instead of the fused CPU kernels (rows <dtype>-unfused)");
+  bench_encoder->add_flag("--ablate-kernels", encoder_bench.ablate_kernels,
+                          "also time each dtype with one fused CPU kernel off at a time, and with all off");
   bench_encoder->add_option("--repeats", encoder_bench.repeats)->capture_default_str();
   bench_encoder->add_option("--threads", encoder_bench.threads, "0 = all cores")->capture_default_str();
   bench_encoder->add_option("--dtypes", encoder_bench.dtypes, "fp32,bf16")->delimiter(',')->capture_default_str();
