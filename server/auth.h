@@ -17,14 +17,16 @@ class TokenAuth {
   explicit TokenAuth(std::string token) : token_(std::move(token)) {}
 
   // `authorization` metadata value as sent: must be "Bearer <token>"
-  // (scheme case-insensitive). Time depends only on the lengths.
+  // (scheme case-insensitive). The comparison's time depends only on the
+  // token's length, never on the bytes sent.
   bool Check(absl::string_view authorization) const;
 
  private:
   std::string token_;
 };
 
-// Constant-time equality for secrets of possibly different lengths.
-bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
+// Constant-time equality of `given` (untrusted, any length) and `secret`:
+// the time depends only on secret.size().
+bool ConstantTimeEquals(absl::string_view given, absl::string_view secret);
 
 }  // namespace dserve

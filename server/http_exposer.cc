@@ -6,8 +6,10 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 
 #include "absl/strings/match.h"
@@ -17,6 +19,8 @@ namespace dserve {
 namespace {
 
 constexpr size_t kMaxRequestBytes = 16 << 10;
+// The whole request must arrive within this time: connections are served
+// one at a time, so a client trickling bytes must not hold /metrics.
 constexpr int kIoTimeoutMs = 2000;
 
 void WriteAll(int fd, const std::string& data) {
@@ -108,9 +112,15 @@ void HttpExposer::Serve() {
 void HttpExposer::HandleConnection(int fd) {
   std::string request;
   char buffer[4096];
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kIoTimeoutMs);
+  // ... nor one that does not read the reply.
+  const timeval send_timeout{kIoTimeoutMs / 1000, (kIoTimeoutMs % 1000) * 1000};
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
   while (request.find("\r\n\r\n") == std::string::npos && request.size() < kMaxRequestBytes) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, kIoTimeoutMs) <= 0) return;
+    if (left <= 0 || poll(&p, 1, static_cast<int>(left)) <= 0) return;
     const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
     if (n <= 0) return;
     request.append(buffer, static_cast<size_t>(n));

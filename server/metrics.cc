@@ -158,6 +158,10 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                      .Name("dserve_model_info")
                      .Help("Models served (value 1), with task, version, device and dtype.")
                      .Register(r);
+  reloads_ = &prometheus::BuildCounter()
+                  .Name("dserve_model_reloads_total")
+                  .Help("Checkpoint reloads of a served model (--watch, SIGHUP), by result: ok or failed.")
+                  .Register(r);
   prometheus::BuildGauge()
       .Name("dserve_build_info")
       .Help("Build of this binary (value 1).")
@@ -190,9 +194,26 @@ std::string Metrics::Scrape() const {
 std::shared_ptr<ModelMetrics> Metrics::ForModel(const std::string& model, const std::string& task,
                                                 const std::string& device, const std::string& dtype,
                                                 const std::string& version) {
-  model_info_->Add({{"model", model}, {"task", task}, {"version", version}, {"device", device}, {"dtype", dtype}})
-      .Set(1);
+  SetModelInfo(model, task, device, dtype, version);
+  // Both results at 0 from the start, so rate() and alerts see the series.
+  reloads_->Add({{"model", model}, {"result", "ok"}});
+  reloads_->Add({{"model", model}, {"result", "failed"}});
   return std::make_shared<ModelMetrics>(this, model, task, device);
+}
+
+void Metrics::SetModelInfo(const std::string& model, const std::string& task, const std::string& device,
+                           const std::string& dtype, const std::string& version) {
+  absl::MutexLock lock(&info_mu_);
+  prometheus::Gauge*& current = info_by_model_[model];
+  prometheus::Gauge* next =
+      &model_info_->Add({{"model", model}, {"task", task}, {"version", version}, {"device", device}, {"dtype", dtype}});
+  if (current != nullptr && current != next) model_info_->Remove(current);
+  current = next;
+  current->Set(1);
+}
+
+void Metrics::OnReload(const std::string& model, bool ok) {
+  reloads_->Add({{"model", model}, {"result", ok ? "ok" : "failed"}}).Increment();
 }
 
 void Metrics::OnUnroutedRequest(const std::string& method, const std::string& code) {

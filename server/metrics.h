@@ -9,7 +9,9 @@
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/batching/observer.h"
 
@@ -66,9 +68,17 @@ class Metrics {
   // Returns the bound port, or an error naming the address.
   absl::StatusOr<int> Listen(const std::string& listen);
 
+  // The children of `model`, and its dserve_model_info series.
   std::shared_ptr<ModelMetrics> ForModel(const std::string& model, const std::string& task,
                                          const std::string& device, const std::string& dtype,
                                          const std::string& version);
+  // After a hot reload: dserve_model_info{model} shows the new version (the
+  // old series is removed, so one series per model).
+  void SetModelInfo(const std::string& model, const std::string& task, const std::string& device,
+                    const std::string& dtype, const std::string& version);
+  // A reload attempt of `model`: dserve_model_reloads_total{model,result},
+  // result "ok" (the new version serves) or "failed" (the old one still does).
+  void OnReload(const std::string& model, bool ok);
   // Requests rejected before reaching a model (unknown model, auth, draining).
   void OnUnroutedRequest(const std::string& method, const std::string& code);
   // Text exposition of everything (for tests and `dserve-client metrics`).
@@ -91,6 +101,9 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* tokens_;
   prometheus::Family<prometheus::Counter>* no_answer_;
   prometheus::Family<prometheus::Gauge>* model_info_;
+  prometheus::Family<prometheus::Counter>* reloads_;
+  absl::Mutex info_mu_;
+  std::map<std::string, prometheus::Gauge*> info_by_model_ ABSL_GUARDED_BY(info_mu_);
 };
 
 }  // namespace dserve

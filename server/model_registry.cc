@@ -1,6 +1,9 @@
 #include "server/model_registry.h"
 
+#include <sys/stat.h>
+
 #include <chrono>
+#include <deque>
 #include <fstream>
 #include <thread>
 
@@ -10,6 +13,7 @@
 #include "model/checkpoint/checkpoint_dir.h"
 #include "model/util/logging.h"
 #include "model/util/status_macros.h"
+#include "server/reload_watch.h"
 
 namespace dserve {
 namespace {
@@ -54,84 +58,295 @@ int DefaultWorkers(const ServeOptions& o, const DebertaModel& model) {
   return model.device().rfind("cuda", 0) == 0 ? 2 : 1;
 }
 
+std::string FileStamp(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return absl::StrCat(path, ":missing");
+  return absl::StrCat(path, ":", st.st_ino, ":", st.st_size, ":", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec);
+}
+
 }  // namespace
+
+// Frees models whose last reference dropped, on its own thread: the last
+// reference of a replaced model is often released on one of that model's
+// own worker threads (the call finishing there), which must not join itself.
+class ModelReaper {
+ public:
+  ModelReaper() : thread_([this] { Run(); }) {}
+  ~ModelReaper() { Stop(); }
+
+  void Retire(const ServedModel* model) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!stopped_) {
+        queue_.push_back(model);
+        return;
+      }
+    }
+    Free(model);
+  }
+
+  // Frees what is queued and joins; later retirements are freed inline.
+  void Stop() {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopped_) return;
+      stopped_ = true;
+    }
+    thread_.join();
+  }
+
+ private:
+  bool Ready() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopped_ || !queue_.empty(); }
+
+  void Run() {
+    absl::MutexLock lock(&mu_);
+    for (;;) {
+      mu_.Await(absl::Condition(this, &ModelReaper::Ready));
+      if (queue_.empty()) return;  // stopped
+      std::deque<const ServedModel*> batch;
+      batch.swap(queue_);
+      mu_.Unlock();
+      for (const ServedModel* m : batch) Free(m);
+      mu_.Lock();
+    }
+  }
+
+  static void Free(const ServedModel* model) {
+    Logger("server")->info("model {}: version {} unloaded", model->name, model->version);
+    delete model;
+  }
+
+  absl::Mutex mu_;
+  std::deque<const ServedModel*> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+struct ModelRegistry::Slot {
+  explicit Slot(ModelSpec s, std::shared_ptr<const ServedModel> model, std::string fingerprint)
+      : spec(std::move(s)), current(std::move(model)), watch(std::move(fingerprint)) {}
+  const ModelSpec spec;
+  mutable absl::Mutex mu;
+  std::shared_ptr<const ServedModel> current ABSL_GUARDED_BY(mu);
+  ReloadWatch watch;  // watcher thread only
+
+  std::shared_ptr<const ServedModel> Get() const {
+    absl::ReaderMutexLock lock(&mu);
+    return current;
+  }
+};
 
 absl::StatusOr<std::string> CheckpointVersion(const std::string& dir) {
   ASSIGN_OR_RETURN(CheckpointFiles files, ResolveCheckpoint(dir));
   Fnv1a hash;
   RETURN_IF_ERROR(HashFile(files.config, /*whole=*/true, &hash));
   for (const auto& w : files.weights) RETURN_IF_ERROR(HashFile(w, /*whole=*/false, &hash));
+  for (const std::string& f : {files.tokenizer, files.added_tokens}) {
+    hash.Add(f.empty() ? std::string("-") : f.substr(files.dir.size()));
+    if (!f.empty()) RETURN_IF_ERROR(HashFile(f, /*whole=*/false, &hash));
+  }
   return absl::StrFormat("%016x", hash.value());
+}
+
+std::string CheckpointFingerprint(const std::string& dir) {
+  auto files = ResolveCheckpoint(dir);
+  if (!files.ok()) return absl::StrCat("!", files.status().message());
+  auto version = CheckpointVersion(dir);
+  if (!version.ok()) return absl::StrCat("!", version.status().message());
+  std::string out = *version;
+  for (const std::string& f : {files->config, files->tokenizer, files->added_tokens, files->weight_index}) {
+    if (!f.empty()) absl::StrAppend(&out, "|", FileStamp(f));
+  }
+  for (const auto& w : files->weights) absl::StrAppend(&out, "|", FileStamp(w));
+  return out;
+}
+
+ModelRegistry::ModelRegistry(const ServeOptions& options, Metrics* metrics)
+    : options_(options), metrics_(metrics), reaper_(std::make_shared<ModelReaper>()) {}
+
+ModelRegistry::~ModelRegistry() {
+  StopWatching();
+  slots_.clear();
+  by_name_.clear();
+  reaper_->Stop();
 }
 
 absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Load(const ServeOptions& options, Metrics* metrics) {
   ASSIGN_OR_RETURN(std::vector<ModelSpec> specs, ParseModelSpecs(options.models));
-  auto registry = std::make_unique<ModelRegistry>();
-  auto log = Logger("server");
-  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  std::unique_ptr<ModelRegistry> registry(new ModelRegistry(options, metrics));
   for (const auto& spec : specs) {
-    const auto started = std::chrono::steady_clock::now();
-    auto served = std::make_unique<ServedModel>();
-    served->name = spec.name;
-    served->dir = spec.dir;
-    auto model = DebertaModel::Load(spec.dir, ModelOptions{options.dtype, options.device});
-    if (!model.ok()) return absl::Status(model.status().code(), absl::StrCat("model ", spec.name, ": ", model.status().message()));
-    served->model = *model;
-    auto tokenizer = Tokenizer::FromDirectory(spec.dir);
-    if (!tokenizer.ok()) {
-      return absl::Status(tokenizer.status().code(),
-                          absl::StrCat("model ", spec.name, ": tokenizer: ", tokenizer.status().message()));
-    }
-    served->tokenizer = std::shared_ptr<const Tokenizer>(std::move(*tokenizer));
-    const ModelConfig& config = served->model->config();
-    if (served->tokenizer->vocab_size() > config.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("model ", spec.name, ": tokenizer has ",
-                                                     served->tokenizer->vocab_size(), " ids but config.json vocab_size is ",
-                                                     config.vocab_size));
-    }
-    served->task = config.task();
-    if (served->task != Task::kClassify && served->task != Task::kAnswer && served->task != Task::kRerank) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("model ", spec.name, ": task ", TaskName(served->task), " cannot be served"));
-    }
-    served->labels = config.labels();
-    served->max_length = served->model->max_length();
-    ASSIGN_OR_RETURN(served->version, CheckpointVersion(spec.dir));
-    served->metrics = metrics->ForModel(spec.name, TaskName(served->task), served->model->device(),
-                                        served->model->dtype(), served->version);
-    WorkerPoolOptions pool;
-    pool.workers = DefaultWorkers(options, *served->model);
-    pool.threads_per_worker = options.threads_per_worker > 0
-                                  ? options.threads_per_worker
-                                  : std::max(1, cores / (pool.workers * static_cast<int>(specs.size())));
-    pool.scheduler.name = spec.name;
-    pool.scheduler.max_queue_items = options.max_queue_items;
-    pool.scheduler.policy.max_batch_size = options.max_batch_size;
-    pool.scheduler.policy.max_batch_tokens = options.max_batch_tokens;
-    pool.scheduler.policy.max_queue_delay = absl::Microseconds(options.max_queue_delay_us);
-    pool.scheduler.policy.packing = options.packing;
-    auto workers = WorkerPool::Create(served->model, served->metrics, pool);
-    if (!workers.ok()) return absl::Status(workers.status().code(), absl::StrCat("model ", spec.name, ": ", workers.status().message()));
-    served->workers = *std::move(workers);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    log->info("model {}: task {}, {} labels [{}], max_length {}, {} on {}, {} workers x {} threads, version {}, loaded in {:.2f}s",
-              spec.name, TaskName(served->task), served->labels.size(), absl::StrJoin(served->labels, ","),
-              served->max_length, served->model->dtype(), served->model->device(), pool.workers,
-              pool.threads_per_worker, served->version, seconds);
-    registry->by_name_[spec.name] = served.get();
-    registry->models_.push_back(std::move(served));
+    const std::string fingerprint = CheckpointFingerprint(spec.dir);
+    ASSIGN_OR_RETURN(std::shared_ptr<const ServedModel> model, registry->LoadModel(spec, nullptr));
+    auto slot = std::make_unique<Slot>(spec, std::move(model), fingerprint);
+    registry->by_name_[spec.name] = slot.get();
+    registry->slots_.push_back(std::move(slot));
+  }
+  registry->watcher_ = std::thread([r = registry.get()] { r->WatchLoop(); });
+  if (options.watch_s > 0) {
+    Logger("server")->info("hot reload: polling {} model directories every {}s (SIGHUP checks at once)",
+                           specs.size(), options.watch_s);
   }
   return registry;
 }
 
-const ServedModel* ModelRegistry::Find(const std::string& name) const {
+absl::StatusOr<std::shared_ptr<const ServedModel>> ModelRegistry::LoadModel(
+    const ModelSpec& spec, std::shared_ptr<ModelMetrics> reuse_metrics) {
+  auto log = Logger("server");
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  const int num_models = static_cast<int>(std::max<size_t>(1, options_.models.size()));
+  const auto started = std::chrono::steady_clock::now();
+  auto served = std::make_unique<ServedModel>();
+  served->name = spec.name;
+  served->dir = spec.dir;
+  auto model = DebertaModel::Load(spec.dir, ModelOptions{options_.dtype, options_.device});
+  if (!model.ok()) return absl::Status(model.status().code(), absl::StrCat("model ", spec.name, ": ", model.status().message()));
+  served->model = *model;
+  auto tokenizer = Tokenizer::FromDirectory(spec.dir);
+  if (!tokenizer.ok()) {
+    return absl::Status(tokenizer.status().code(),
+                        absl::StrCat("model ", spec.name, ": tokenizer: ", tokenizer.status().message()));
+  }
+  served->tokenizer = std::shared_ptr<const Tokenizer>(std::move(*tokenizer));
+  const ModelConfig& config = served->model->config();
+  if (served->tokenizer->vocab_size() > config.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat("model ", spec.name, ": tokenizer has ",
+                                                   served->tokenizer->vocab_size(), " ids but config.json vocab_size is ",
+                                                   config.vocab_size));
+  }
+  served->task = config.task();
+  if (served->task != Task::kClassify && served->task != Task::kAnswer && served->task != Task::kRerank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model ", spec.name, ": task ", TaskName(served->task), " cannot be served"));
+  }
+  served->labels = config.labels();
+  served->max_length = served->model->max_length();
+  {
+    auto version = CheckpointVersion(spec.dir);
+    if (!version.ok()) return absl::Status(version.status().code(), absl::StrCat("model ", spec.name, ": ", version.status().message()));
+    served->version = *version;
+  }
+  served->metrics = reuse_metrics != nullptr
+                        ? std::move(reuse_metrics)
+                        : metrics_->ForModel(spec.name, TaskName(served->task), served->model->device(),
+                                             served->model->dtype(), served->version);
+  WorkerPoolOptions pool;
+  pool.workers = DefaultWorkers(options_, *served->model);
+  pool.threads_per_worker = options_.threads_per_worker > 0 ? options_.threads_per_worker
+                                                            : std::max(1, cores / (pool.workers * num_models));
+  pool.scheduler.name = spec.name;
+  pool.scheduler.max_queue_items = options_.max_queue_items;
+  pool.scheduler.policy.max_batch_size = options_.max_batch_size;
+  pool.scheduler.policy.max_batch_tokens = options_.max_batch_tokens;
+  pool.scheduler.policy.max_queue_delay = absl::Microseconds(options_.max_queue_delay_us);
+  pool.scheduler.policy.packing = options_.packing;
+  auto workers = WorkerPool::Create(served->model, served->metrics, pool);
+  if (!workers.ok()) return absl::Status(workers.status().code(), absl::StrCat("model ", spec.name, ": ", workers.status().message()));
+  served->workers = *std::move(workers);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  log->info("model {}: task {}, {} labels [{}], max_length {}, {} on {}, {} workers x {} threads, version {}, loaded in {:.2f}s",
+            spec.name, TaskName(served->task), served->labels.size(), absl::StrJoin(served->labels, ","),
+            served->max_length, served->model->dtype(), served->model->device(), pool.workers,
+            pool.threads_per_worker, served->version, seconds);
+  std::shared_ptr<ModelReaper> reaper = reaper_;
+  return std::shared_ptr<const ServedModel>(served.release(),
+                                            [reaper](const ServedModel* m) { reaper->Retire(m); });
+}
+
+std::shared_ptr<const ServedModel> ModelRegistry::Find(const std::string& name) const {
   auto it = by_name_.find(name);
-  return it == by_name_.end() ? nullptr : it->second;
+  return it == by_name_.end() ? nullptr : it->second->Get();
+}
+
+std::vector<std::shared_ptr<const ServedModel>> ModelRegistry::models() const {
+  std::vector<std::shared_ptr<const ServedModel>> out;
+  out.reserve(slots_.size());
+  for (const auto& slot : slots_) out.push_back(slot->Get());
+  return out;
+}
+
+void ModelRegistry::CheckNow() {
+  absl::MutexLock lock(&watch_mu_);
+  check_requested_ = true;
+}
+
+void ModelRegistry::WatchLoop() {
+  const absl::Duration interval = options_.watch_s > 0 ? absl::Seconds(options_.watch_s) : absl::InfiniteDuration();
+  auto wake = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(watch_mu_) { return stopping_ || check_requested_; };
+  absl::MutexLock lock(&watch_mu_);
+  for (;;) {
+    watch_mu_.AwaitWithTimeout(absl::Condition(&wake), interval);
+    if (stopping_) return;
+    const bool forced = check_requested_;
+    check_requested_ = false;
+    watch_mu_.Unlock();
+    for (auto& slot : slots_) CheckSlot(*slot, forced);
+    watch_mu_.Lock();
+  }
+}
+
+void ModelRegistry::StopWatching() {
+  {
+    absl::MutexLock lock(&watch_mu_);
+    stopping_ = true;
+  }
+  if (watcher_.joinable()) watcher_.join();
+}
+
+void ModelRegistry::CheckSlot(Slot& slot, bool forced) {
+  auto log = Logger("server");
+  const std::string& name = slot.spec.name;
+  const std::string before = CheckpointFingerprint(slot.spec.dir);
+  if (!slot.watch.ShouldLoad(before, forced)) return;
+  std::shared_ptr<const ServedModel> old = slot.Get();
+  // A copy of the same content (a new inode, same hash): nothing to load.
+  if (before[0] != '!' && before.substr(0, before.find('|')) == old->version) {
+    log->info("model {}: {} rewritten with the same content (version {})", name, slot.spec.dir, old->version);
+    slot.watch.Loaded(before);
+    return;
+  }
+  log->info("model {}: {} changed{}; loading it beside version {}", name, slot.spec.dir,
+            forced ? " (SIGHUP)" : "", old->version);
+  const auto started = std::chrono::steady_clock::now();
+  absl::StatusOr<std::shared_ptr<const ServedModel>> loaded = LoadModel(slot.spec, old->metrics);
+  absl::Status status = loaded.status();
+  if (status.ok() && (*loaded)->task != old->task) {
+    status = absl::FailedPreconditionError(absl::StrCat("model ", name, ": the new checkpoint's task is ",
+                                                        TaskName((*loaded)->task), ", not ", TaskName(old->task),
+                                                        " (restart the server to change a model's task)"));
+  }
+  if (CheckpointFingerprint(slot.spec.dir) != before) {
+    // Files read before and after the change may have mixed: discard.
+    log->info("model {}: {} changed again while it was being loaded; waiting until it is stable", name,
+              slot.spec.dir);
+    slot.watch.ChangedDuringLoad();
+    return;
+  }
+  if (!status.ok()) {
+    slot.watch.Failed(before);
+    metrics_->OnReload(name, /*ok=*/false);
+    std::string why(status.message());
+    const std::string prefix = absl::StrCat("model ", name, ": ");
+    if (why.rfind(prefix, 0) == 0) why.erase(0, prefix.size());
+    log->error("model {}: reload failed, version {} keeps serving: {}", name, old->version, why);
+    return;
+  }
+  std::shared_ptr<const ServedModel> next = *std::move(loaded);
+  {
+    absl::MutexLock lock(&slot.mu);
+    slot.current = next;
+  }
+  metrics_->SetModelInfo(name, TaskName(next->task), next->model->device(), next->model->dtype(), next->version);
+  metrics_->OnReload(name, /*ok=*/true);
+  slot.watch.Loaded(before);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  log->info("model {}: reloaded in {:.2f}s, version {} -> {}; the old version finishes its accepted calls", name,
+            seconds, old->version, next->version);
 }
 
 void ModelRegistry::Shutdown(bool drain, absl::Duration timeout) {
+  StopWatching();
   const absl::Time deadline = absl::Now() + timeout;
-  for (auto& m : models_) {
+  for (const auto& m : models()) {
     absl::Status s = m->workers->Shutdown(drain, std::max(absl::ZeroDuration(), deadline - absl::Now()));
     if (!s.ok()) Logger("server")->warn("model {}: drain: {}", m->name, s.ToString());
   }

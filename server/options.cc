@@ -75,6 +75,10 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
   app->add_option("--packing", o->packing, "length-aware packing (true|false)")->capture_default_str();
   app->add_option("--drain-timeout-s", o->drain_timeout_s, "seconds in-flight calls get on SIGTERM")
       ->capture_default_str();
+  app->add_option("--watch", o->watch_s,
+                  "hot reload: poll the model directories every SECONDS (alone: 2; default off); SIGHUP checks at once")
+      ->expected(0, 1)
+      ->default_str("2");
   app->add_option("--tls-cert", o->tls_cert, "server certificate (PEM)");
   app->add_option("--tls-key", o->tls_key, "server private key (PEM)");
   app->add_option("--tls-client-ca", o->tls_client_ca, "CA for client certificates (mTLS)");
@@ -84,6 +88,9 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
   app->add_option("--max-texts-per-request", o->max_texts_per_request)->capture_default_str();
   app->add_option("--max-documents-per-request", o->max_documents_per_request)->capture_default_str();
   app->add_option("--max-contexts-per-request", o->max_contexts_per_request)->capture_default_str();
+  app->add_option("--max-windows-per-request", o->max_windows_per_request,
+                  "Answer windows / Rerank chunks of one request, all texts together")
+      ->capture_default_str();
   app->add_option("--max-text-bytes", o->max_text_bytes, "largest single text, bytes")->capture_default_str();
 }
 
@@ -137,10 +144,14 @@ absl::Status ValidateServeOptions(const ServeOptions& o) {
            {"--max-texts-per-request", o.max_texts_per_request},
            {"--max-documents-per-request", o.max_documents_per_request},
            {"--max-contexts-per-request", o.max_contexts_per_request},
+           {"--max-windows-per-request", o.max_windows_per_request},
            {"--max-text-bytes", o.max_text_bytes}}) {
     if (auto s = positive(flag, value); !s.ok()) return s;
   }
   if (o.max_queue_delay_us < 0) return absl::InvalidArgumentError("--max-queue-delay-us must be >= 0");
+  if (!(o.watch_s >= 0) || o.watch_s > 86400) {
+    return absl::InvalidArgumentError(absl::StrCat("--watch must be between 0 and 86400 seconds (got ", o.watch_s, ")"));
+  }
   if (o.workers < 0 || o.threads_per_worker < 0 || o.drain_timeout_s < 0) {
     return absl::InvalidArgumentError("--workers, --threads-per-worker and --drain-timeout-s must be >= 0");
   }

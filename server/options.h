@@ -46,6 +46,10 @@ struct ServeOptions {
   bool packing = true;                 // length-aware packing
   // Graceful drain on SIGTERM/SIGINT: in-flight calls get this long, seconds. Default 30.
   int drain_timeout_s = 30;
+  // Hot reload: poll each model directory every this many seconds and load
+  // a new checkpoint once it is stable (identical on two polls); 0 = no
+  // polling (SIGHUP still checks at once). `--watch` alone = 2 s.
+  double watch_s = 0;
   // TLS: server certificate and key (PEM); with tls_client_ca, clients must
   // present a certificate signed by it (mTLS). All empty = plaintext.
   std::string tls_cert;
@@ -60,6 +64,10 @@ struct ServeOptions {
   int64_t max_texts_per_request = 256;     // Classify texts
   int64_t max_documents_per_request = 256; // Rerank documents
   int64_t max_contexts_per_request = 16;   // Answer contexts
+  // Answer windows / Rerank chunks of all texts of one request together,
+  // counted before any is built (a long text with a long question can need
+  // one window per token). At most --max-queue-items to be servable.
+  int64_t max_windows_per_request = 256;
   int64_t max_text_bytes = 1 << 20;        // any single text, bytes (1 MiB)
   // Log level: trace|debug|info|warn|error.
   std::string log_level = "info";

@@ -64,6 +64,7 @@ void SetHealth(grpc::Server* server, const ModelRegistry* registry, bool serving
 }
 
 // Exit codes: 0 clean shutdown, 2 bad settings or a model that cannot load.
+// SIGHUP: reload changed checkpoints (ModelRegistry::CheckNow).
 int RunServe(const ServeOptions& options) {
   auto log = Logger("server");
   if (absl::Status s = ValidateServeOptions(options); !s.ok()) {
@@ -75,6 +76,7 @@ int RunServe(const ServeOptions& options) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);  // hot reload: check the model directories now
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   std::optional<TokenAuth> auth;
@@ -130,7 +132,10 @@ int RunServe(const ServeOptions& options) {
   std::cout << "dserve: listening on port " << port << std::endl;
 
   int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
+    log->info("SIGHUP: checking the model directories for new checkpoints");
+    (*registry)->CheckNow();
+  }
   log->info("signal {}: draining (up to {}s)", signal_number, options.drain_timeout_s);
   SetHealth(server.get(), registry->get(), false);
   service.StartDraining();

@@ -12,7 +12,7 @@
 #include "model/tokenizer/utf8.h"
 #include "model/util/logging.h"
 #include "model/decode/decode.h"
-#include "server/proto/raw_requests.pb.h"
+#include "server/request_validation.h"
 
 namespace dserve {
 namespace {
@@ -52,20 +52,6 @@ absl::Time Deadline(grpc::CallbackServerContext* ctx) {
   return absl::FromChrono(deadline);
 }
 
-std::vector<int64_t> Widen(const std::vector<int32_t>& v) { return std::vector<int64_t>(v.begin(), v.end()); }
-
-absl::StatusOr<Truncation> ToTruncation(v1::Truncation t, Truncation default_value) {
-  switch (t) {
-    case v1::TRUNCATION_UNSPECIFIED: return default_value;
-    case v1::TRUNCATION_NONE: return Truncation::kNone;
-    case v1::TRUNCATION_LONGEST_FIRST: return Truncation::kLongestFirst;
-    case v1::TRUNCATION_ONLY_FIRST: return Truncation::kOnlyFirst;
-    case v1::TRUNCATION_ONLY_SECOND: return Truncation::kOnlySecond;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat("truncation: unknown value ", static_cast<int>(t)));
-  }
-}
-
 // Finishes a call that never reached a model.
 grpc::ServerUnaryReactor* Reject(grpc::CallbackServerContext* ctx, Metrics* metrics, const char* method,
                                  const absl::Status& status) {
@@ -80,80 +66,40 @@ grpc::ServerUnaryReactor* Reject(grpc::CallbackServerContext* ctx, Metrics* metr
   return reactor;
 }
 
-absl::Status CheckText(absl::string_view field, const std::string& text, int64_t max_bytes) {
-  if (text.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": empty text"));
-  if (static_cast<int64_t>(text.size()) > max_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": ", text.size(), " bytes exceed the limit of ", max_bytes,
-                                                   " (--max-text-bytes)"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckCount(absl::string_view field, int64_t count, int64_t limit, absl::string_view flag) {
-  if (count == 0) return absl::InvalidArgumentError(absl::StrCat(field, ": at least one is required"));
-  if (count > limit) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": ", count, " items exceed the limit of ", limit, " (", flag, ")"));
-  }
-  return absl::OkStatus();
-}
-
-// Prefixes a tokenizer error with the field it came from.
-absl::Status InField(absl::string_view field, const absl::Status& s) {
-  return absl::Status(s.code(), absl::StrCat(field, ": ", s.message()));
-}
-
-// The first field of `raw` (a *Bytes mirror) that is not valid UTF-8, as
-// INVALID_ARGUMENT naming the field, the index and the byte.
-absl::Status FindInvalidUtf8(const google::protobuf::Message& raw) {
-  const auto* descriptor = raw.GetDescriptor();
-  const auto* reflection = raw.GetReflection();
-  for (int f = 0; f < descriptor->field_count(); ++f) {
-    const auto* field = descriptor->field(f);
-    std::string scratch;
-    if (field->is_repeated()) {
-      for (int i = 0; i < reflection->FieldSize(raw, field); ++i) {
-        const std::string& value = reflection->GetRepeatedStringReference(raw, field, i, &scratch);
-        absl::Status s = ValidateUtf8(value, absl::StrCat(field->name(), "[", i, "]"));
-        if (!s.ok()) return s;
-      }
-    } else {
-      const std::string& value = reflection->GetStringReference(raw, field, &scratch);
-      absl::Status s = ValidateUtf8(value, field->name());
-      if (!s.ok()) return s;
-    }
-  }
-  return absl::OkStatus();
-}
-
-// Parses a raw request. A request protobuf rejects is parsed again as its
-// bytes mirror to name the field holding invalid UTF-8.
-template <typename Request, typename Mirror>
-absl::StatusOr<std::unique_ptr<Request>> ParseRequest(const grpc::ByteBuffer* buffer) {
+// Parses a raw request (server/request_validation.h).
+template <typename Request>
+absl::StatusOr<std::unique_ptr<Request>> ParseRawRequest(const grpc::ByteBuffer* buffer) {
   std::vector<grpc::Slice> slices;
   if (!buffer->Dump(&slices).ok()) return absl::InvalidArgumentError("request: unreadable message");
   std::string bytes;
   bytes.reserve(buffer->Length());
   for (const auto& slice : slices) bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
-  auto request = std::make_unique<Request>();
-  if (request->ParseFromString(bytes)) return request;
-  Mirror mirror;
-  if (mirror.ParseFromString(bytes)) {
-    absl::Status s = FindInvalidUtf8(mirror);
-    if (!s.ok()) return s;
-  }
-  return absl::InvalidArgumentError(absl::StrCat("request: not a valid ", Request::descriptor()->full_name()));
+  return ParseRequest<Request>(absl::string_view(bytes));
+}
+
+// What request validation needs of a served model.
+ModelInputSpec InputSpec(const ServedModel& m) {
+  ModelInputSpec spec;
+  spec.tokenizer = m.tokenizer.get();
+  spec.max_length = static_cast<int>(m.max_length);
+  spec.doc_stride = m.model->config().dserve.qa.doc_stride;
+  spec.type_ids = m.model->config().type_vocab_size > 0;
+  return spec;
 }
 
 // ------------------------------------------------------------ ModelCall --
+
+// The registry's snapshot of a model: a call holds the one it started
+// with, so a hot reload never changes the model under it.
+using ModelRef = std::shared_ptr<const ServedModel>;
 
 // A call that runs items on a model. Owns the per-call state; deleted by
 // gRPC (OnDone) after Finish. Finish happens exactly once: when Submit
 // fails, or on the worker thread that completes the last item.
 class ModelCall : public grpc::ServerUnaryReactor {
  public:
-  ModelCall(grpc::CallbackServerContext* ctx, const ServedModel* model, grpc::ByteBuffer* response_buffer)
-      : ctx_(ctx), model_(model), response_buffer_(response_buffer), id_(RequestId(ctx)), started_(absl::Now()),
+  ModelCall(grpc::CallbackServerContext* ctx, ModelRef model, grpc::ByteBuffer* response_buffer)
+      : ctx_(ctx), model_(std::move(model)), response_buffer_(response_buffer), id_(RequestId(ctx)), started_(absl::Now()),
         cancelled_(std::make_shared<std::atomic<bool>>(false)) {
     ctx_->AddTrailingMetadata(kRequestIdKey, id_);
   }
@@ -240,7 +186,7 @@ class ModelCall : public grpc::ServerUnaryReactor {
   }
 
   grpc::CallbackServerContext* ctx_;
-  const ServedModel* model_;
+  const ModelRef model_;
   grpc::ByteBuffer* response_buffer_;
   const std::string id_;
   const absl::Time started_;
@@ -253,9 +199,9 @@ class ModelCall : public grpc::ServerUnaryReactor {
 
 class ClassifyCall final : public ModelCall {
  public:
-  ClassifyCall(grpc::CallbackServerContext* ctx, const ServedModel* m, std::unique_ptr<v1::ClassifyRequest> request,
+  ClassifyCall(grpc::CallbackServerContext* ctx, ModelRef m, std::unique_ptr<v1::ClassifyRequest> request,
                grpc::ByteBuffer* response, std::vector<bool> truncated, std::vector<uint32_t> tokens)
-      : ModelCall(ctx, m, response), request_(std::move(request)), truncated_(std::move(truncated)),
+      : ModelCall(ctx, std::move(m), response), request_(std::move(request)), truncated_(std::move(truncated)),
         tokens_(std::move(tokens)) {}
 
  private:
@@ -294,9 +240,9 @@ class ClassifyCall final : public ModelCall {
 
 class AnswerCall final : public ModelCall {
  public:
-  AnswerCall(grpc::CallbackServerContext* ctx, const ServedModel* m, std::unique_ptr<v1::AnswerRequest> request,
+  AnswerCall(grpc::CallbackServerContext* ctx, ModelRef m, std::unique_ptr<v1::AnswerRequest> request,
              grpc::ByteBuffer* response, std::vector<Window> windows, std::vector<uint32_t> window_context)
-      : ModelCall(ctx, m, response), request_(std::move(request)), windows_(std::move(windows)),
+      : ModelCall(ctx, std::move(m), response), request_(std::move(request)), windows_(std::move(windows)),
         window_context_(std::move(window_context)) {}
 
  private:
@@ -348,9 +294,9 @@ class AnswerCall final : public ModelCall {
 
 class RerankCall final : public ModelCall {
  public:
-  RerankCall(grpc::CallbackServerContext* ctx, const ServedModel* m, std::unique_ptr<v1::RerankRequest> request,
+  RerankCall(grpc::CallbackServerContext* ctx, ModelRef m, std::unique_ptr<v1::RerankRequest> request,
              grpc::ByteBuffer* response, std::vector<uint32_t> chunk_document, std::vector<ByteSpan> chunk_bytes)
-      : ModelCall(ctx, m, response), request_(std::move(request)), chunk_document_(std::move(chunk_document)),
+      : ModelCall(ctx, std::move(m), response), request_(std::move(request)), chunk_document_(std::move(chunk_document)),
         chunk_bytes_(std::move(chunk_bytes)) {}
 
  private:
@@ -391,19 +337,6 @@ class RerankCall final : public ModelCall {
   std::vector<ByteSpan> chunk_bytes_;
 };
 
-// Byte range of the second text covered by a window's tokens.
-ByteSpan SecondTextRange(const Window& w) {
-  ByteSpan range{0, 0};
-  bool first = true;
-  for (const auto& off : w.second_offsets) {
-    if (!off) continue;
-    if (first) range.begin = off->begin;
-    range.end = off->end;
-    first = false;
-  }
-  return range;
-}
-
 }  // namespace
 
 // ------------------------------------------------------------ Admission --
@@ -422,9 +355,9 @@ struct InferenceService::Admission {
   }
 
   // The model called `name`, which must serve `task`.
-  static absl::StatusOr<const ServedModel*> FindModel(const InferenceService& s, const std::string& name, Task task) {
+  static absl::StatusOr<ModelRef> FindModel(const InferenceService& s, const std::string& name, Task task) {
     if (name.empty()) return absl::InvalidArgumentError("model: required");
-    const ServedModel* m = s.registry_->Find(name);
+    ModelRef m = s.registry_->Find(name);
     if (m == nullptr) {
       std::vector<std::string> names;
       for (const auto& served : s.registry_->models()) names.push_back(served->name);
@@ -439,16 +372,16 @@ struct InferenceService::Admission {
   }
 
   // CheckCaller, parse, FindModel: the common start of the model RPCs.
-  template <typename Request, typename Mirror>
+  template <typename Request>
   static absl::Status Admit(const InferenceService& s, grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
-                            Task task, std::unique_ptr<Request>* request, const ServedModel** model) {
+                            Task task, std::unique_ptr<Request>* request, ModelRef* model) {
     if (absl::Status st = CheckCaller(s, ctx); !st.ok()) return st;
-    auto parsed = ParseRequest<Request, Mirror>(raw);
+    auto parsed = ParseRawRequest<Request>(raw);
     if (!parsed.ok()) return parsed.status();
     *request = *std::move(parsed);
     auto m = FindModel(s, (*request)->model(), task);
     if (!m.ok()) return m.status();
-    *model = *m;
+    *model = *std::move(m);
     return absl::OkStatus();
   }
 };
@@ -459,136 +392,49 @@ InferenceService::InferenceService(const ModelRegistry* registry, Metrics* metri
 
 grpc::ServerUnaryReactor* InferenceService::Classify(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
                                                      grpc::ByteBuffer* response) {
-  const ServedModel* m = nullptr;
+  ModelRef m;
   auto reject = [&](const absl::Status& s) { return Reject(ctx, metrics_, "classify", s); };
   std::unique_ptr<v1::ClassifyRequest> request;
-  if (auto s = Admission::Admit<v1::ClassifyRequest, internal::ClassifyRequestBytes>(*this, ctx, raw, Task::kClassify, &request, &m);
-      !s.ok()) {
+  if (auto s = Admission::Admit<v1::ClassifyRequest>(*this, ctx, raw, Task::kClassify, &request, &m); !s.ok()) {
     return reject(s);
   }
-  if (auto s = CheckCount("texts", request->texts_size(), options_.max_texts_per_request, "--max-texts-per-request");
-      !s.ok()) {
-    return reject(s);
-  }
-  auto truncation = ToTruncation(request->truncation(), Truncation::kLongestFirst);
-  if (!truncation.ok()) return reject(truncation.status());
-  EncodeOptions encode;
-  encode.max_length = static_cast<int>(m->max_length);
-  encode.truncation = *truncation;
-  std::vector<ItemInput> inputs;
-  std::vector<bool> truncated;
-  std::vector<uint32_t> tokens;
-  inputs.reserve(request->texts_size());
-  for (int i = 0; i < request->texts_size(); ++i) {
-    const std::string field = absl::StrCat("texts[", i, "]");
-    if (auto s = CheckText(field, request->texts(i), options_.max_text_bytes); !s.ok()) return reject(s);
-    auto encoding = m->tokenizer->Encode(request->texts(i), encode);
-    if (!encoding.ok()) return reject(InField(field, encoding.status()));
-    // Truncated iff the last text token does not end the text.
-    size_t last_end = 0;
-    for (const auto& off : encoding->offsets) last_end = std::max<size_t>(last_end, off.end);
-    truncated.push_back(encode.truncation != Truncation::kNone &&
-                        request->texts(i).find_first_not_of(" \t\r\n", last_end) != std::string::npos);
-    tokens.push_back(static_cast<uint32_t>(encoding->size()));
-    inputs.push_back({Widen(encoding->ids), {}});
-  }
-  auto* call = new ClassifyCall(ctx, m, std::move(request), response, std::move(truncated), std::move(tokens));
-  call->Submit(std::move(inputs));
+  auto prepared = PrepareClassify(*request, options_, InputSpec(*m));
+  if (!prepared.ok()) return reject(prepared.status());
+  auto* call = new ClassifyCall(ctx, m, std::move(request), response, std::move(prepared->truncated),
+                                std::move(prepared->tokens));
+  call->Submit(std::move(prepared->inputs));
   return call;
 }
 
 grpc::ServerUnaryReactor* InferenceService::Answer(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
                                                    grpc::ByteBuffer* response) {
-  const ServedModel* m = nullptr;
+  ModelRef m;
   auto reject = [&](const absl::Status& s) { return Reject(ctx, metrics_, "answer", s); };
   std::unique_ptr<v1::AnswerRequest> request;
-  if (auto s = Admission::Admit<v1::AnswerRequest, internal::AnswerRequestBytes>(*this, ctx, raw, Task::kAnswer, &request, &m);
-      !s.ok()) {
+  if (auto s = Admission::Admit<v1::AnswerRequest>(*this, ctx, raw, Task::kAnswer, &request, &m); !s.ok()) {
     return reject(s);
   }
-  if (auto s = CheckText("question", request->question(), options_.max_text_bytes); !s.ok()) return reject(s);
-  if (auto s = CheckCount("contexts", request->contexts_size(), options_.max_contexts_per_request,
-                          "--max-contexts-per-request");
-      !s.ok()) {
-    return reject(s);
-  }
-  const int doc_stride = m->model->config().dserve.qa.doc_stride;
-  const bool types = m->model->config().type_vocab_size > 0;
-  std::vector<Window> windows;
-  std::vector<uint32_t> window_context;
-  std::vector<ItemInput> inputs;
-  for (int c = 0; c < request->contexts_size(); ++c) {
-    const std::string field = absl::StrCat("contexts[", c, "]");
-    if (auto s = CheckText(field, request->contexts(c), options_.max_text_bytes); !s.ok()) return reject(s);
-    auto ws = m->tokenizer->EncodeQuestionContextWindows(request->question(), request->contexts(c),
-                                                         static_cast<int>(m->max_length), doc_stride,
-                                                         /*clamp_stride=*/true);
-    if (!ws.ok()) return reject(InField(field, ws.status()));
-    for (Window& w : *ws) {
-      inputs.push_back({Widen(w.ids), types ? Widen(w.type_ids) : std::vector<int64_t>()});
-      window_context.push_back(static_cast<uint32_t>(c));
-      windows.push_back(std::move(w));
-    }
-  }
-  auto* call = new AnswerCall(ctx, m, std::move(request), response, std::move(windows), std::move(window_context));
-  call->Submit(std::move(inputs));
+  auto prepared = PrepareAnswer(*request, options_, InputSpec(*m));
+  if (!prepared.ok()) return reject(prepared.status());
+  auto* call = new AnswerCall(ctx, m, std::move(request), response, std::move(prepared->windows),
+                              std::move(prepared->window_context));
+  call->Submit(std::move(prepared->inputs));
   return call;
 }
 
 grpc::ServerUnaryReactor* InferenceService::Rerank(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
                                                    grpc::ByteBuffer* response) {
-  const ServedModel* m = nullptr;
+  ModelRef m;
   auto reject = [&](const absl::Status& s) { return Reject(ctx, metrics_, "rerank", s); };
   std::unique_ptr<v1::RerankRequest> request;
-  if (auto s = Admission::Admit<v1::RerankRequest, internal::RerankRequestBytes>(*this, ctx, raw, Task::kRerank, &request, &m);
-      !s.ok()) {
+  if (auto s = Admission::Admit<v1::RerankRequest>(*this, ctx, raw, Task::kRerank, &request, &m); !s.ok()) {
     return reject(s);
   }
-  if (auto s = CheckText("query", request->query(), options_.max_text_bytes); !s.ok()) return reject(s);
-  if (auto s = CheckCount("documents", request->documents_size(), options_.max_documents_per_request,
-                          "--max-documents-per-request");
-      !s.ok()) {
-    return reject(s);
-  }
-  auto truncation = ToTruncation(request->truncation(), Truncation::kNone);
-  if (!truncation.ok()) return reject(truncation.status());
-  // Unspecified: chunk long documents and keep the best chunk.
-  const bool chunk = request->truncation() == v1::TRUNCATION_UNSPECIFIED;
-  const bool types = m->model->config().type_vocab_size > 0;
-  std::vector<uint32_t> chunk_document;
-  std::vector<ByteSpan> chunk_bytes;
-  std::vector<ItemInput> inputs;
-  for (int d = 0; d < request->documents_size(); ++d) {
-    const std::string field = absl::StrCat("documents[", d, "]");
-    const std::string& doc = request->documents(d);
-    if (auto s = CheckText(field, doc, options_.max_text_bytes); !s.ok()) return reject(s);
-    if (chunk) {
-      auto chunks = m->tokenizer->EncodeQueryDocumentChunks(request->query(), doc, static_cast<int>(m->max_length),
-                                                            m->model->config().dserve.qa.doc_stride,
-                                                            /*clamp_stride=*/true);
-      if (!chunks.ok()) return reject(InField(field, chunks.status()));
-      for (const Window& w : *chunks) {
-        inputs.push_back({Widen(w.ids), types ? Widen(w.type_ids) : std::vector<int64_t>()});
-        chunk_document.push_back(static_cast<uint32_t>(d));
-        chunk_bytes.push_back(SecondTextRange(w));
-      }
-    } else {
-      EncodeOptions encode;
-      encode.max_length = static_cast<int>(m->max_length);
-      encode.truncation = *truncation;
-      auto enc = m->tokenizer->EncodePair(request->query(), doc, encode);
-      if (!enc.ok()) return reject(InField(field, enc.status()));
-      ByteSpan range{0, 0};
-      for (size_t t = 0; t < enc->size(); ++t) {
-        if (enc->sequence_ids[t] == 1) range.end = enc->offsets[t].end;
-      }
-      inputs.push_back({Widen(enc->ids), types ? Widen(enc->type_ids) : std::vector<int64_t>()});
-      chunk_document.push_back(static_cast<uint32_t>(d));
-      chunk_bytes.push_back(range);
-    }
-  }
-  auto* call = new RerankCall(ctx, m, std::move(request), response, std::move(chunk_document), std::move(chunk_bytes));
-  call->Submit(std::move(inputs));
+  auto prepared = PrepareRerank(*request, options_, InputSpec(*m));
+  if (!prepared.ok()) return reject(prepared.status());
+  auto* call = new RerankCall(ctx, m, std::move(request), response, std::move(prepared->chunk_document),
+                              std::move(prepared->chunk_bytes));
+  call->Submit(std::move(prepared->inputs));
   return call;
 }
 

@@ -5,8 +5,9 @@
 // at once (reactions never block). The call finishes on the worker thread
 // that completes its last item, where the outputs are decoded.
 //
-// Thread safety: all methods may run concurrently; the registry is
-// read-only, draining is an atomic flag.
+// Thread safety: all methods may run concurrently; each call holds the
+// registry's snapshot of its model (hot reload swaps snapshots), draining is
+// an atomic flag.
 #pragma once
 
 #include <atomic>

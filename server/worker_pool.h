@@ -14,16 +14,11 @@
 #include "absl/time/time.h"
 #include "model/deberta/model.h"
 #include "server/batching/scheduler.h"
+#include "server/item_input.h"
 
 namespace dserve {
 
 class ModelMetrics;
-
-// What a worker needs to run one item: its token ids (specials included).
-struct ItemInput {
-  std::vector<int64_t> ids;
-  std::vector<int64_t> type_ids;  // empty = all zero
-};
 
 // Raw head outputs of one item, float32, unpadded.
 struct ItemOutput {

@@ -49,6 +49,13 @@ absl::Status BadTensor(const std::string& path, const std::string& name,
       absl::StrCat(path, ": invalid safetensors file: tensor \"", name, "\": ", problem));
 }
 
+// The 8-byte header length must be there.
+absl::Status CheckFileLength(const std::string& path, uint64_t file_bytes) {
+  if (file_bytes >= 8) return absl::OkStatus();
+  return Corrupt(path, absl::StrCat("file is ", file_bytes,
+                                    " bytes, shorter than the 8-byte header length"));
+}
+
 // Parses the header, rejecting duplicate keys in any object (nlohmann keeps
 // the last one silently, which would hide a duplicated tensor name).
 absl::StatusOr<json> ParseHeader(const std::string& path, const char* begin, const char* end) {
@@ -264,10 +271,10 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
   }
   const uint64_t file_bytes = static_cast<uint64_t>(st.st_size);
-  if (file_bytes < 8) {
+  // Checked before mapping too: an empty file cannot be mapped.
+  if (absl::Status s = CheckFileLength(path, file_bytes); !s.ok()) {
     ::close(fd);
-    return Corrupt(path, absl::StrCat("file is ", file_bytes,
-                                      " bytes, shorter than the 8-byte header length"));
+    return s;
   }
   void* mapping = ::mmap(nullptr, file_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
   std::string map_error = mapping == MAP_FAILED ? Errno() : "";
@@ -280,8 +287,25 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
   file->path_ = path;
   file->mapping_ = mapping;
   file->mapping_bytes_ = file_bytes;
-  const char* base = static_cast<const char*>(mapping);
+  RETURN_IF_ERROR(file->Parse(static_cast<const char*>(mapping), file_bytes, options));
+  Logger("checkpoint")->debug("opened {}: {} tensors, {} bytes", path, file->tensors_.size(),
+                              file_bytes);
+  return file;
+}
 
+absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::FromBytes(std::string name,
+                                                                            std::string bytes,
+                                                                            const Options& options) {
+  std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
+  file->path_ = std::move(name);
+  file->bytes_ = std::move(bytes);
+  RETURN_IF_ERROR(file->Parse(file->bytes_.data(), file->bytes_.size(), options));
+  return file;
+}
+
+absl::Status SafetensorsFile::Parse(const char* base, uint64_t file_bytes, const Options& options) {
+  const std::string& path = path_;
+  RETURN_IF_ERROR(CheckFileLength(path, file_bytes));
   uint64_t header_bytes = 0;
   std::memcpy(&header_bytes, base, 8);  // little-endian (static_assert above)
   if (header_bytes > options.max_header_bytes) {
@@ -299,7 +323,7 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
   std::vector<Entry> entries;
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") {
-      RETURN_IF_ERROR(ParseMetadata(path, it.value(), &file->metadata_));
+      RETURN_IF_ERROR(ParseMetadata(path, it.value(), &metadata_));
       continue;
     }
     ASSIGN_OR_RETURN(Entry entry, ParseEntry(path, it.key(), it.value(), data_bytes));
@@ -321,15 +345,13 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
     previous = &entry;
   }
   // Only now, with the whole header valid, hand out pointers.
-  file->tensors_.reserve(entries.size());
+  tensors_.reserve(entries.size());
   for (Entry& entry : entries) {
     entry.view.data = base + data_start + entry.begin;
-    file->index_[entry.view.name] = file->tensors_.size();
-    file->tensors_.push_back(std::move(entry.view));
+    index_[entry.view.name] = tensors_.size();
+    tensors_.push_back(std::move(entry.view));
   }
-  Logger("checkpoint")->debug("opened {}: {} tensors, {} bytes", path, file->tensors_.size(),
-                              file_bytes);
-  return file;
+  return absl::OkStatus();
 }
 
 SafetensorsFile::~SafetensorsFile() {

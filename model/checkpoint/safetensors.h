@@ -3,8 +3,9 @@
 // {dtype, shape, data_offsets} (plus an optional "__metadata__" string map),
 // then the raw little-endian tensor bytes.
 //
-// The reader memory-maps the file and validates the header completely before
-// handing out any pointer: size limit, JSON syntax, known dtypes, shapes
+// The reader memory-maps the file (or takes its bytes: FromBytes) and
+// validates the header completely before handing out any pointer: size
+// limit, JSON syntax, known dtypes, shapes
 // non-negative, byte range == element count x element size, ranges inside
 // the data section and not overlapping. A corrupt file yields an error
 // naming the file and the problem; it never crashes. Torch-free.
@@ -63,6 +64,12 @@ class SafetensorsFile {
   static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(const std::string& path) {
     return Open(path, Options());
   }
+  // Validates a whole safetensors file held in memory, exactly as Open
+  // validates a mapped one; `name` stands for the path in errors. The file
+  // keeps `bytes` (views point into them). Errors: DataLoss, as Open.
+  static absl::StatusOr<std::unique_ptr<SafetensorsFile>> FromBytes(std::string name,
+                                                                    std::string bytes,
+                                                                    const Options& options);
   ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
@@ -76,9 +83,13 @@ class SafetensorsFile {
 
  private:
   SafetensorsFile() = default;
+  // Validates `file_bytes` bytes at `base` (a whole file) and fills the
+  // tensors, the index and the metadata with views into them.
+  absl::Status Parse(const char* base, uint64_t file_bytes, const Options& options);
   std::string path_;
   void* mapping_ = nullptr;
   size_t mapping_bytes_ = 0;
+  std::string bytes_;  // FromBytes: the file's bytes (Open maps instead)
   std::vector<TensorView> tensors_;
   std::map<std::string, size_t, std::less<>> index_;
   std::map<std::string, std::string> metadata_;

@@ -238,33 +238,51 @@ absl::StatusOr<Encoding> Tokenizer::EncodePair(std::string_view first, std::stri
   return enc;
 }
 
-absl::StatusOr<std::vector<Window>> Tokenizer::EncodeWindows(std::string_view first,
-                                                             std::string_view second, int max_length,
-                                                             int stride, bool clamp_stride,
-                                                             std::string_view first_name) const {
+int64_t CountWindows(int64_t second_tokens, int64_t room, int64_t stride) {
+  if (room <= 0 || second_tokens < 0) return -1;
+  if (second_tokens <= room) return 1;
+  if (stride < 0 || stride >= room) return -1;
+  const int64_t step = room - stride;
+  return 1 + (second_tokens - room + step - 1) / step;
+}
+
+absl::StatusOr<WindowPlan> Tokenizer::PlanWindows(std::string_view first, std::string_view second,
+                                                  int max_length, int stride, bool clamp_stride,
+                                                  std::string_view first_name) const {
   if (stride < 0) return absl::InvalidArgumentError(absl::StrCat("stride ", stride, " is negative"));
-  Segment a, b;
-  RETURN_IF_ERROR(EncodeSegment(first, false, &a));
-  RETURN_IF_ERROR(EncodeSegment(second, false, &b));
-  const int64_t budget = static_cast<int64_t>(max_length) - 3 - static_cast<int64_t>(a.size());
+  WindowPlan plan;
+  RETURN_IF_ERROR(spm_->Encode(first, &plan.first_));
+  RETURN_IF_ERROR(spm_->Encode(second, &plan.second_));
+  const int64_t budget = static_cast<int64_t>(max_length) - 3 - plan.first_tokens();
   if (budget <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        std::string(first_name), " has ", a.size(),
+        std::string(first_name), " has ", plan.first_tokens(),
         " tokens; with 3 special tokens it leaves no room in max_length ", max_length));
   }
   if (clamp_stride) stride = static_cast<int>(std::min<int64_t>(stride, budget / 2));
-  const int64_t n = static_cast<int64_t>(b.size());
+  const int64_t n = plan.second_tokens();
   if (n > budget && stride >= budget) {
     return absl::InvalidArgumentError(absl::StrCat(
         "stride ", stride, " must be smaller than the ", budget,
         " tokens left for the second text in max_length ", max_length));
   }
+  plan.max_length_ = max_length;
+  plan.room_ = budget;
+  plan.stride_ = stride;
+  plan.count_ = CountWindows(n, budget, stride);
+  return plan;
+}
+
+std::vector<Window> Tokenizer::BuildWindows(const WindowPlan& plan) const {
+  const int64_t n = plan.second_tokens();
+  const int64_t step = plan.room_ - plan.stride_;  // > 0 whenever count > 1
   std::vector<Window> windows;
-  int64_t start = 0;
-  while (true) {
-    const int64_t stop = std::min(start + budget, n);
+  windows.reserve(static_cast<size_t>(std::max<int64_t>(plan.count_, 0)));
+  for (int64_t k = 0; k < plan.count_; ++k) {
+    const int64_t start = k * step;
+    const int64_t stop = std::min(start + plan.room_, n);
     Window w;
-    const size_t len = a.size() + static_cast<size_t>(stop - start) + 3;
+    const size_t len = plan.first_.size() + static_cast<size_t>(stop - start) + 3;
     w.ids.reserve(len);
     w.type_ids.reserve(len);
     w.sequence_ids.reserve(len);
@@ -276,28 +294,44 @@ absl::StatusOr<std::vector<Window>> Tokenizer::EncodeWindows(std::string_view fi
       w.second_offsets.push_back(off);
     };
     push(cls_id_, 0, -1, std::nullopt);
-    for (const SpmPiece& p : a.tokens) push(p.id, 0, 0, std::nullopt);
+    for (const SpmPiece& p : plan.first_) push(p.id, 0, 0, std::nullopt);
     push(sep_id_, 0, -1, std::nullopt);
     for (int64_t i = start; i < stop; ++i) {
-      const SpmPiece& p = b.tokens[i];
+      const SpmPiece& p = plan.second_[i];
       push(p.id, 1, 1, ByteSpan{p.begin, p.end});
     }
     push(sep_id_, 1, -1, std::nullopt);
     w.second_token_begin = static_cast<int>(start);
     w.second_token_end = static_cast<int>(stop);
     windows.push_back(std::move(w));
-    if (stop >= n) break;
-    start += budget - stride;
   }
   return windows;
+}
+
+absl::StatusOr<std::vector<Window>> Tokenizer::EncodeWindows(std::string_view first,
+                                                             std::string_view second, int max_length,
+                                                             int stride, bool clamp_stride,
+                                                             std::string_view first_name) const {
+  ASSIGN_OR_RETURN(WindowPlan plan,
+                   PlanWindows(first, second, max_length, stride, clamp_stride, first_name));
+  return BuildWindows(plan);
+}
+
+absl::StatusOr<WindowPlan> Tokenizer::PlanQuestionContextWindows(std::string_view question,
+                                                                 std::string_view context,
+                                                                 int max_length, int doc_stride,
+                                                                 bool clamp_stride) const {
+  RETURN_IF_ERROR(ValidateUtf8(question, "question"));
+  RETURN_IF_ERROR(ValidateUtf8(context, "context"));
+  return PlanWindows(PythonLStrip(question), context, max_length, doc_stride, clamp_stride, "question");
 }
 
 absl::StatusOr<std::vector<Window>> Tokenizer::EncodeQuestionContextWindows(
     std::string_view question, std::string_view context, int max_length, int doc_stride,
     bool clamp_stride) const {
-  RETURN_IF_ERROR(ValidateUtf8(question, "question"));
-  RETURN_IF_ERROR(ValidateUtf8(context, "context"));
-  return EncodeWindows(PythonLStrip(question), context, max_length, doc_stride, clamp_stride, "question");
+  ASSIGN_OR_RETURN(WindowPlan plan,
+                   PlanQuestionContextWindows(question, context, max_length, doc_stride, clamp_stride));
+  return BuildWindows(plan);
 }
 
 }  // namespace dserve

@@ -80,6 +80,35 @@ struct Window {
   int second_token_end = 0;
 };
 
+// The window arithmetic of Tokenizer::EncodePairWindows, shared by counting
+// and building: a second text of `second_tokens` tokens is split into windows
+// of at most `room` of its tokens, window k starting at k * (room - stride).
+// Returns how many windows that makes: 1 when second_tokens <= room (also
+// for 0 tokens), else 1 + ceil((second_tokens - room) / (room - stride)).
+// Requires room > 0 and, when second_tokens > room, 0 <= stride < room
+// (else returns -1).
+int64_t CountWindows(int64_t second_tokens, int64_t room, int64_t stride);
+
+// What EncodePairWindows would build for one pair, known before any window
+// is materialised: both texts' tokens and the window arithmetic. Lets a
+// caller refuse a text that needs too many windows (count()) at the cost of
+// the tokens alone; Tokenizer::BuildWindows then makes the windows.
+class WindowPlan {
+ public:
+  int64_t count() const { return count_; }             // windows
+  int max_length() const { return max_length_; }       // tokens per window, specials included
+  int64_t first_tokens() const { return static_cast<int64_t>(first_.size()); }
+  int64_t second_tokens() const { return static_cast<int64_t>(second_.size()); }
+  int64_t room() const { return room_; }               // second-text tokens per window
+  int64_t stride() const { return stride_; }           // overlap, after clamping
+
+ private:
+  friend class Tokenizer;
+  std::vector<SpmPiece> first_, second_;
+  int max_length_ = 0;
+  int64_t room_ = 0, stride_ = 0, count_ = 0;
+};
+
 class Tokenizer {
  public:
   // `dir`/spm.model, else `dir`/tokenizer.json (Hugging Face Unigram).
@@ -125,6 +154,12 @@ class Tokenizer {
                                                                    int max_length,
                                                                    int doc_stride,
                                                                    bool clamp_stride = false) const;
+  // The plan of EncodeQuestionContextWindows (same errors): the window
+  // count before any window is built.
+  absl::StatusOr<WindowPlan> PlanQuestionContextWindows(std::string_view question,
+                                                        std::string_view context, int max_length,
+                                                        int doc_stride,
+                                                        bool clamp_stride = false) const;
   // Rerank chunking of a long document: windows of (query, document).
   absl::StatusOr<std::vector<Window>> EncodeQueryDocumentChunks(std::string_view query,
                                                                 std::string_view document,
@@ -133,6 +168,14 @@ class Tokenizer {
                                                                 bool clamp_stride = false) const {
     return EncodeWindows(query, document, max_length, stride, clamp_stride, "query");
   }
+  // The plan of EncodeQueryDocumentChunks (same errors).
+  absl::StatusOr<WindowPlan> PlanQueryDocumentChunks(std::string_view query,
+                                                     std::string_view document, int max_length,
+                                                     int stride, bool clamp_stride = false) const {
+    return PlanWindows(query, document, max_length, stride, clamp_stride, "query");
+  }
+  // The plan's windows, plan.count() of them.
+  std::vector<Window> BuildWindows(const WindowPlan& plan) const;
 
   int cls_id() const { return cls_id_; }
   int sep_id() const { return sep_id_; }
@@ -160,6 +203,9 @@ class Tokenizer {
   absl::StatusOr<std::vector<Window>> EncodeWindows(std::string_view first, std::string_view second,
                                                     int max_length, int stride, bool clamp_stride,
                                                     std::string_view first_name) const;
+  absl::StatusOr<WindowPlan> PlanWindows(std::string_view first, std::string_view second,
+                                         int max_length, int stride, bool clamp_stride,
+                                         std::string_view first_name) const;
   void AppendSpecial(int id, int type_id, bool with_pieces, Encoding* enc) const;
   void AppendSegment(const Segment& seg, size_t n, int seq_id, int type_id, bool with_pieces,
                      Encoding* enc) const;

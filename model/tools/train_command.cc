@@ -171,8 +171,10 @@ int RunTrainCommand(const TrainCommandOptions& options, std::ostream& err) {
   absl::Status status = Train(options.train);
   if (!status.ok()) {
     err << "dserve train: " << status.message() << "\n";
+    // 2: bad options or input files (a corrupt --init checkpoint included,
+    // as `serve`, `forward` and `eval` exit); 1: the run itself failed.
     return status.code() == absl::StatusCode::kInvalidArgument || status.code() == absl::StatusCode::kNotFound ||
-                   status.code() == absl::StatusCode::kUnimplemented
+                   status.code() == absl::StatusCode::kDataLoss || status.code() == absl::StatusCode::kUnimplemented
                ? 2
                : 1;
   }

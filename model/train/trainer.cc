@@ -128,6 +128,11 @@ class Trainer {
   absl::Status SaveState();
   absl::Status SaveCheckpoint(const std::string& dir, const json& metrics, std::optional<double> threshold);
   absl::Status CheckRanksInSync();
+  // Deletes what a killed run left of an unfinished save (OUT/last.tmp.*,
+  // OUT/best.tmp.*) when the checkpoint it was replacing is in place.
+  void RemoveStaleTemps() const;
+  // The error that stops a run whose `what` became non-finite at this step.
+  absl::Status NonFinite(const std::string& what, double value) const;
   double LearningRate(int64_t step) const;
   json TrainingSettings() const;
   std::vector<std::string> EvalColumns() const;
@@ -171,6 +176,7 @@ class Trainer {
   json last_eval_metrics_ = json::object();
   std::optional<double> last_threshold_;
   bool resumed_ = false;
+  int64_t saved_step_ = -1;  // step of the last trainer_state/ + last/ of this output dir
 
   // schedule
   int64_t micro_per_epoch_ = 0;
@@ -240,6 +246,7 @@ absl::Status Trainer::Setup() {
   std::error_code ec;
   fs::create_directories(o_.out_dir, ec);
   if (ec) return absl::InternalError(absl::StrCat(o_.out_dir, ": cannot create: ", ec.message()));
+  if (IsMain()) RemoveStaleTemps();
 
   RETURN_IF_ERROR(LoadTokenizerAndConfig());
   RETURN_IF_ERROR(LoadData());
@@ -423,6 +430,7 @@ absl::Status Trainer::BuildModel() {
     }
     RETURN_IF_ERROR(SetRngState(epoch_rng_state_, &data_rng_));
     resumed_ = true;
+    saved_step_ = step_;
     if (IsMain()) log_->info("resuming from {} at step {}", resume_dir, step_);
   } else if (!o_.init_dir.empty()) {
     torch::manual_seed(o_.seed);
@@ -756,6 +764,43 @@ absl::Status Trainer::CheckRanksInSync() {
   return absl::OkStatus();
 }
 
+void Trainer::RemoveStaleTemps() const {
+  std::vector<fs::path> stale;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(o_.out_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    for (const char* target : {"last", "best"}) {
+      // Without the target (a crash between the two renames of the
+      // fallback swap) the temp dir may hold the only complete copy: kept.
+      if (absl::StartsWith(name, absl::StrCat(target, ".tmp.")) && fs::is_directory(fs::path(o_.out_dir) / target)) {
+        stale.push_back(entry.path());
+      }
+    }
+  }
+  for (const fs::path& path : stale) {
+    fs::remove_all(path, ec);
+    if (ec) {
+      log_->warn("cannot remove {} (left by an interrupted save): {}", path.string(), ec.message());
+    } else {
+      log_->info("removed {} (left by an interrupted save)", path.string());
+    }
+  }
+}
+
+absl::Status Trainer::NonFinite(const std::string& what, double value) const {
+  const std::string kept =
+      saved_step_ >= 0
+          ? absl::StrCat("the last checkpoint (", (fs::path(o_.out_dir) / "last").string(), " and trainer_state/, step ",
+                         saved_step_, ") is kept as it was")
+          : fs::is_directory(fs::path(o_.out_dir) / "last")
+                ? absl::StrCat("this run saved nothing before it; ", (fs::path(o_.out_dir) / "last").string(),
+                               " (from an earlier run) is untouched")
+                : std::string("no checkpoint was saved before it");
+  return absl::InternalError(absl::StrCat(what, " is ", value, " at step ", step_ + 1, ": training stopped; ", kept,
+                                          ". Lower --lr (now ", o_.lr,
+                                          ") or check the data and the --init weights for NaN/Inf"));
+}
+
 absl::Status Trainer::Loop() {
   const int64_t N = static_cast<int64_t>(train_.units.size());
   const int64_t B = o_.batch_size;
@@ -829,19 +874,24 @@ absl::Status Trainer::Loop() {
         tokens = stats[1].item<double>();
       }));
     }
+    // Stop before a non-finite loss or gradient reaches the weights; nothing
+    // of this step is saved, so the last checkpoint stays the last good one.
+    if (!std::isfinite(loss)) return NonFinite("loss", loss);
     const double lr = LearningRate(step_);
+    double grad_norm = 0;
     RETURN_IF_ERROR(TorchCall("optimizer step", [&] {
       if (o_.max_grad_norm > 0) {
         std::vector<torch::Tensor> ps;
         for (auto& [n, p] : params_) ps.push_back(p);
-        torch::nn::utils::clip_grad_norm_(ps, o_.max_grad_norm);
+        grad_norm = torch::nn::utils::clip_grad_norm_(ps, o_.max_grad_norm);
       }
+      if (!std::isfinite(grad_norm)) return;
       for (auto& group : optimizer_->param_groups()) {
         static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
       }
       optimizer_->step();
     }));
-    if (!std::isfinite(loss)) return absl::InternalError(absl::StrCat("loss is ", loss, " at step ", step_ + 1));
+    if (!std::isfinite(grad_norm)) return NonFinite("gradient norm", grad_norm);
     ++step_;
     micro_in_epoch_ = m_end;
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -881,6 +931,7 @@ absl::Status Trainer::Loop() {
       if (save_now) {
         RETURN_IF_ERROR(SaveState());
         RETURN_IF_ERROR(SaveCheckpoint((fs::path(o_.out_dir) / "last").string(), last_eval_metrics_, last_threshold_));
+        saved_step_ = step_;
       }
     }
   }

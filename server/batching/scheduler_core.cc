@@ -7,6 +7,14 @@
 #include "model/util/logging.h"
 
 namespace dserve {
+namespace {
+
+// A call cancelled this close to its deadline expired: the client's own
+// deadline timer fires (and cancels the call) before the server's copy of
+// the deadline, which starts when the call arrives, a few ms later.
+constexpr absl::Duration kCancelNearDeadline = absl::Milliseconds(50);
+
+}  // namespace
 
 const char* RejectReasonName(RejectReason reason) {
   switch (reason) {
@@ -103,7 +111,8 @@ absl::Status SchedulerCore::Enqueue(ItemList items) {
           absl::StrCat("model '", options_.name, "' is shutting down"));
       reason = RejectReason::kDraining;
     } else if (std::any_of(items.begin(), items.end(), [&](const auto& item) {
-                 return item->deadline() <= now;
+                 return item->deadline() <= now ||
+                        (item->IsCancelled() && item->deadline() <= now + kCancelNearDeadline);
                })) {
       status = absl::DeadlineExceededError(
           "deadline passed before the request was queued");
@@ -276,7 +285,7 @@ void SchedulerCore::PurgeLocked(absl::Time now, Drops* drops) {
   for (auto& item : queue_) {
     // Deadline first: gRPC cancels a call whose deadline passed, and such an
     // item is counted as expired ("deadline"), not "cancelled".
-    if (item->deadline() <= now) {
+    if (item->deadline() <= now || (item->IsCancelled() && item->deadline() <= now + kCancelNearDeadline)) {
       drops->expired.push_back(std::move(item));
       removed = true;
     } else if (item->IsCancelled()) {

@@ -425,7 +425,8 @@ def raw_call(channel, method, response_class):
 
 def make_certs(folder):
     """CA, a server certificate for localhost/127.0.0.1, a client certificate
-    (both signed by the CA) and an unrelated CA, made with the openssl CLI."""
+    (both signed by the CA), an unrelated CA and a client certificate signed
+    by it (other_client), made with the openssl CLI."""
     def run(*args):
         subprocess.run([OPENSSL] + list(args), check=True, cwd=folder, capture_output=True)
 
@@ -440,13 +441,13 @@ def make_certs(folder):
     for ca in ("ca", "other_ca"):
         run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca + ".key", "-out", ca + ".pem",
             "-days", "2", "-subj", "/CN=dserve e2e " + ca)
-    for name, extfile in (("server", ext), ("client", cext)):
+    for name, extfile, ca in (("server", ext, "ca"), ("client", cext, "ca"), ("other_client", cext, "other_ca")):
         run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", name + ".key", "-out", name + ".csr",
-            "-subj", "/CN=" + ("localhost" if name == "server" else "dserve-e2e-client"))
-        run("x509", "-req", "-in", name + ".csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-subj", "/CN=" + ("localhost" if name == "server" else "dserve-e2e-" + name))
+        run("x509", "-req", "-in", name + ".csr", "-CA", ca + ".pem", "-CAkey", ca + ".key", "-CAcreateserial",
             "-out", name + ".pem", "-days", "2", "-extfile", extfile)
     paths = {}
-    for name in ("ca", "other_ca", "server", "client"):
+    for name in ("ca", "other_ca", "server", "client", "other_client"):
         paths[name + "_cert"] = os.path.join(folder, name + ".pem")
         paths[name + "_key"] = os.path.join(folder, name + ".key")
     return paths

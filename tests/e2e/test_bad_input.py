@@ -1,5 +1,7 @@
 """Bad input matrix -> the status codes of DESIGN section 3, with messages that
 name the field and the limit; the server stays alive after each."""
+import sys
+import time
 import unittest
 
 import grpc
@@ -9,6 +11,15 @@ from e2e_support import pb
 
 LONG_TEXT = " ".join(["The baker next door sells bread, rolls, and small cakes with honey on top."] * 20)
 TWO_MIB = "x" * (2 << 20)
+
+
+def proc_status_bytes(pid, key):
+    """VmRSS (resident now) or VmHWM (peak resident) of a process, bytes."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no %s for pid %d" % (key, pid))
 
 
 class BadInputTest(unittest.TestCase):
@@ -103,6 +114,48 @@ class BadInputTest(unittest.TestCase):
             self.check(self.stub.Answer, pb.AnswerRequest(model="answer", question="q", contexts=["c"] * 17), bad,
                        "contexts", "17", "16", "--max-contexts-per-request")
 
+    def test_huge_window_count(self):
+        """A 1 MiB context beside a question that leaves ~2 tokens per window
+        would need one window per token (~500k items, GBs of memory once
+        built): refused with INVALID_ARGUMENT naming the count and
+        --max-windows-per-request, counted before any window is built, so the
+        server's peak RSS hardly moves; it keeps serving."""
+        bad = grpc.StatusCode.INVALID_ARGUMENT
+        huge = "a " * (1 << 19)  # 1 MiB, the --max-text-bytes limit
+        self.assertEqual(len(huge.encode()), 1 << 20)
+        max_length = e2e.MAX_LENGTH["answer"]
+        question = "a " * (max_length - 3 - 2)
+        room = max_length - 3 - len(e2e.spm().encode(question))
+        self.assertTrue(1 <= room <= 4, room)
+        n = len(e2e.spm().encode(huge))
+        step = room - min(e2e.QA_DOC_STRIDE, room // 2)  # the server clamps the stride to half the room
+        windows, start = 1, 0
+        while start + room < n:  # the window loop: each window starts `step` after the last
+            start += step
+            windows += 1
+        self.assertGreater(windows, 100000)
+        pid = self.server.proc.pid
+        rss_before = proc_status_bytes(pid, "VmRSS")
+        cases = (("answer", self.stub.Answer, pb.AnswerRequest(model="answer", question=question, contexts=[huge]),
+                  ("contexts[0]", "needs %d windows of %d tokens (question leaves %d)" % (windows, max_length, room),
+                   "the limit is 256 per request (--max-windows-per-request)")),
+                 ("rerank", self.stub.Rerank, pb.RerankRequest(model="rerank", query=question, documents=["d", huge]),
+                  ("documents[1]", "chunks of 128 tokens (query leaves", "256", "--max-windows-per-request")))
+        for name, call, request, parts in cases:
+            with self.subTest(name):
+                started = time.monotonic()
+                self.check(call, request, bad, *parts)
+                elapsed = time.monotonic() - started
+                peak_growth = proc_status_bytes(pid, "VmHWM") - rss_before
+                print("huge %s: refused in %.2f s; peak RSS %.0f MiB above the %.0f MiB before" %
+                      (name, elapsed, peak_growth / 2**20, rss_before / 2**20), file=sys.stderr)
+                self.assertLess(peak_growth, 500 << 20)
+                self.assertLess(elapsed, 20)
+        # Still serving a context that needs a few windows.
+        resp = self.stub.Answer(pb.AnswerRequest(model="answer", question="q", contexts=[LONG_TEXT], top_k=2),
+                                timeout=30)
+        self.assertEqual(len(resp.answers), 2)
+
     def test_two_mib_text(self):
         bad = grpc.StatusCode.INVALID_ARGUMENT
         with self.subTest("classify text"):
@@ -179,6 +232,77 @@ class BadInputTest(unittest.TestCase):
     def test_valid_request_after_bad_ones(self):
         resp = self.stub.Classify(pb.ClassifyRequest(model="classify", texts=["please refund me"]), timeout=30)
         self.assertEqual(len(resp.results[0].labels), 5)
+
+
+class ConfiguredLimitsTest(unittest.TestCase):
+    """Each request limit is a flag: set low, it is enforced at the value
+    given, with INVALID_ARGUMENT naming the flag and the value (the message
+    size by gRPC itself, RESOURCE_EXHAUSTED naming the size); at the limit
+    the request is served."""
+
+    LIMITS = {"--max-texts-per-request": 3, "--max-documents-per-request": 2, "--max-contexts-per-request": 1,
+              "--max-text-bytes": 64, "--max-message-bytes": 4096}
+
+    @classmethod
+    def setUpClass(cls):
+        args = []
+        for flag, value in cls.LIMITS.items():
+            args += [flag, str(value)]
+        cls.server = e2e.ServerProcess(e2e.test_models(), args, name="limits").start()
+        cls.channel = cls.server.channel()
+        cls.stub = cls.server.stub(cls.channel)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        cls.server.stop()
+
+    def rejected(self, call, request, code=grpc.StatusCode.INVALID_ARGUMENT):
+        with self.assertRaises(grpc.RpcError) as ctx:
+            call(request, timeout=30)
+        self.assertEqual(ctx.exception.code(), code, ctx.exception.details())
+        return ctx.exception.details() or ""
+
+    def test_counts(self):
+        text = "t" * 64
+        cases = (
+            (self.stub.Classify, lambda n: pb.ClassifyRequest(model="classify", texts=[text] * n),
+             "--max-texts-per-request", "texts"),
+            (self.stub.Rerank, lambda n: pb.RerankRequest(model="rerank", query="q", documents=[text] * n),
+             "--max-documents-per-request", "documents"),
+            (self.stub.Answer, lambda n: pb.AnswerRequest(model="answer", question="q", contexts=[text] * n),
+             "--max-contexts-per-request", "contexts"),
+        )
+        for call, make, flag, field in cases:
+            with self.subTest(flag=flag):
+                limit = self.LIMITS[flag]
+                call(make(limit), timeout=30)  # at the limit: served
+                details = self.rejected(call, make(limit + 1))
+                for part in (field, str(limit + 1), str(limit), flag):
+                    self.assertIn(part, details)
+
+    def test_text_bytes(self):
+        limit = self.LIMITS["--max-text-bytes"]
+        self.stub.Classify(pb.ClassifyRequest(model="classify", texts=["x" * limit]), timeout=30)
+        for call, request, field in (
+                (self.stub.Classify, pb.ClassifyRequest(model="classify", texts=["ok", "x" * (limit + 1)]),
+                 "texts[1]"),
+                (self.stub.Answer, pb.AnswerRequest(model="answer", question="x" * (limit + 1), contexts=["c"]),
+                 "question"),
+                (self.stub.Rerank, pb.RerankRequest(model="rerank", query="q", documents=["\u00e9" * 33]),
+                 "documents[0]")):  # 66 bytes in 33 characters: the limit is in bytes
+            with self.subTest(field=field):
+                details = self.rejected(call, request)
+                for part in (field, str(limit), "--max-text-bytes"):
+                    self.assertIn(part, details)
+
+    def test_message_bytes(self):
+        limit = self.LIMITS["--max-message-bytes"]
+        details = self.rejected(self.stub.Classify, pb.ClassifyRequest(model="classify", texts=["x" * 50] * 100),
+                                grpc.StatusCode.RESOURCE_EXHAUSTED)
+        self.assertIn(str(limit), details)
+        self.assertTrue(self.server.running())
+        self.stub.Classify(pb.ClassifyRequest(model="classify", texts=["fine"]), timeout=30)
 
 
 if __name__ == "__main__":

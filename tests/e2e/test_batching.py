@@ -139,6 +139,112 @@ class OverloadTest(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
 
 
+def rss_bytes(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS for pid %d" % pid)
+
+
+class SustainedFloodTest(unittest.TestCase):
+    """(b') many threads flood a small queue for seconds: only OK or
+    RESOURCE_EXHAUSTED; an accepted call waits at most for the batches ahead
+    of it plus the queue delay; memory stays flat; service is normal at once
+    when the flood stops."""
+
+    QUEUE_ITEMS, BATCH, QUEUE_DELAY_US = 4, 2, 2000
+    THREADS, DURATION_S = 32, 3.0
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = e2e.ServerProcess(classify_only(), [
+            "--workers", "1", "--threads-per-worker", "1", "--max-queue-items", str(cls.QUEUE_ITEMS),
+            "--max-batch-size", str(cls.BATCH), "--max-queue-delay-us", str(cls.QUEUE_DELAY_US)],
+            name="flood").start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def test_flood_from_many_threads(self):
+        channel = self.server.channel()
+        stub = self.server.stub(channel)
+        for _ in range(3):
+            stub.Classify(classify_request(MEDIUM_TEXT), timeout=30)  # warm-up
+        pid = self.server.proc.pid
+        rss_start = rss_bytes(pid)
+        rss_samples, results, lock = [], [], threading.Lock()
+        stop = threading.Event()
+
+        def sampler():
+            while not stop.is_set():
+                rss_samples.append(rss_bytes(pid))
+                time.sleep(0.05)
+
+        def flooder():
+            mine = []
+            while not stop.is_set():
+                sent = time.monotonic()
+                try:
+                    resp = stub.Classify(classify_request(MEDIUM_TEXT), timeout=30)
+                    mine.append((grpc.StatusCode.OK, time.monotonic() - sent, resp.timing))
+                except grpc.RpcError as e:
+                    mine.append((e.code(), time.monotonic() - sent, e.details()))
+            with lock:
+                results.extend(mine)
+
+        threads = [threading.Thread(target=flooder) for _ in range(self.THREADS)] + [threading.Thread(target=sampler)]
+        for t in threads:
+            t.start()
+        time.sleep(self.DURATION_S)
+        stop.set()
+        for t in threads:
+            t.join()
+
+        # Recovery: served at once, one call after the other.
+        recovery = []
+        for _ in range(5):
+            sent = time.monotonic()
+            resp = stub.Classify(classify_request(MEDIUM_TEXT), timeout=10)
+            recovery.append(time.monotonic() - sent)
+            self.assertEqual(len(resp.results), 1)
+        rss_end = rss_bytes(pid)
+        after = self.server.metrics()
+        channel.close()
+
+        codes = [r[0] for r in results]
+        counts = {c.name: codes.count(c) for c in set(codes)}
+        ok = [r for r in results if r[0] == grpc.StatusCode.OK]
+        max_inference_us = max(r[2].inference_us for r in ok)
+        bound_us = (2 + -(-self.QUEUE_ITEMS // self.BATCH)) * max_inference_us + self.QUEUE_DELAY_US
+        slack_us = 100000  # thread scheduling on a busy 2-core machine
+        worst_queue_us = max(r[2].queue_us for r in ok)
+        worst_extra_us = max(r[2].total_us - r[2].queue_us - r[2].inference_us for r in ok)
+        client = sorted(r[1] for r in ok)
+        print("\nflood of %d threads for %.0f s: %s; accepted: queue wait max %.1f ms (bound %.1f ms), "
+              "client p50 %.1f ms p99 %.1f ms; recovery calls %s ms; RSS start %.1f MiB, max %.1f MiB, end %.1f MiB"
+              % (self.THREADS, self.DURATION_S, counts, worst_queue_us / 1e3, bound_us / 1e3,
+                 1e3 * client[len(client) // 2], 1e3 * client[int(len(client) * 0.99)],
+                 [round(1e3 * r, 1) for r in recovery], rss_start / 2**20, max(rss_samples) / 2**20,
+                 rss_end / 2**20))
+
+        self.assertLessEqual(set(codes), {grpc.StatusCode.OK, grpc.StatusCode.RESOURCE_EXHAUSTED})
+        self.assertGreater(counts.get("OK", 0), self.THREADS)
+        self.assertGreater(counts.get("RESOURCE_EXHAUSTED", 0), self.THREADS)
+        # Accepted calls: waited at most for the running batch and the queue ahead.
+        self.assertLessEqual(worst_queue_us, bound_us + slack_us)
+        # ... and spent nothing else but tokenizing and decoding.
+        self.assertLess(worst_extra_us, slack_us)
+        # Memory stays bounded (rejected calls hold nothing).
+        self.assertLess(max(rss_samples) - rss_start, 64 << 20)
+        self.assertLess(rss_end - rss_start, 64 << 20)
+        self.assertLess(max(recovery), 1.0)
+        self.assertEqual(e2e.metric_value(after, "dserve_queue_items", model="classify"), 0)
+        self.assertEqual(e2e.metric_value(after, "dserve_rejected_total", model="classify", reason="queue_full"),
+                         counts["RESOURCE_EXHAUSTED"])
+
+
 class DeadlineTest(unittest.TestCase):
     """(c) requests whose deadline passes while queued are dropped before compute."""
 

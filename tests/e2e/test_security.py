@@ -1,5 +1,8 @@
 """Bearer-token auth, TLS and mutual TLS."""
 import os
+import socket
+import threading
+import time
 import unittest
 
 import grpc
@@ -72,11 +75,11 @@ class TlsTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.server.stop()
 
-    def tls_channel(self, ca="ca_cert", client=False):
+    def tls_channel(self, ca="ca_cert", client=False, client_name="client"):
         creds = grpc.ssl_channel_credentials(
             root_certificates=e2e.read_bytes(self.certs[ca]),
-            private_key=e2e.read_bytes(self.certs["client_key"]) if client else None,
-            certificate_chain=e2e.read_bytes(self.certs["client_cert"]) if client else None)
+            private_key=e2e.read_bytes(self.certs[client_name + "_key"]) if client else None,
+            certificate_chain=e2e.read_bytes(self.certs[client_name + "_cert"]) if client else None)
         return grpc.secure_channel(self.server.target, creds,
                                    options=[("grpc.ssl_target_name_override", "localhost")])
 
@@ -117,6 +120,90 @@ class MutualTlsTest(TlsTest):
         with self.tls_channel(client=True) as channel:
             resp = e2e.pb_grpc.InferenceStub(channel).Classify(REQUEST, timeout=30)
             self.assertEqual(len(resp.results[0].labels), 5)
+
+    def test_client_certificate_from_unrelated_ca_rejected(self):
+        with self.tls_channel(client=True, client_name="other_client") as channel:
+            with self.assertRaises(grpc.RpcError) as ctx:
+                e2e.pb_grpc.InferenceStub(channel).Classify(REQUEST, timeout=5)
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.UNAVAILABLE)
+
+
+class TlsWithTokenTest(unittest.TestCase):
+    """TLS and the bearer token together: the token is still required on
+    an encrypted channel; health stays open."""
+
+    @classmethod
+    def setUpClass(cls):
+        folder = e2e.scratch_dir("tls-token")
+        cls.certs = e2e.make_certs(folder)
+        token_file = os.path.join(folder, "token")
+        with open(token_file, "w") as f:
+            f.write(TOKEN + "\n")
+        cls.server = e2e.ServerProcess(classify_only(), [
+            "--tls-cert", cls.certs["server_cert"], "--tls-key", cls.certs["server_key"],
+            "--auth-token-file", token_file], name="tls-token").start()
+        creds = grpc.ssl_channel_credentials(root_certificates=e2e.read_bytes(cls.certs["ca_cert"]))
+        cls.channel = grpc.secure_channel(cls.server.target, creds,
+                                          options=[("grpc.ssl_target_name_override", "localhost")])
+        cls.stub = e2e.pb_grpc.InferenceStub(cls.channel)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        cls.server.stop()
+
+    def test_token_required_over_tls(self):
+        for metadata in (None, [("authorization", "Bearer wrong")], [("authorization", "Basic " + TOKEN)]):
+            with self.subTest(metadata=metadata):
+                with self.assertRaises(grpc.RpcError) as ctx:
+                    self.stub.Classify(REQUEST, metadata=metadata, timeout=10)
+                self.assertEqual(ctx.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+        resp = self.stub.Classify(REQUEST, metadata=[("authorization", "Bearer " + TOKEN)], timeout=30)
+        self.assertEqual(len(resp.results[0].labels), 5)
+
+    def test_health_over_tls_needs_no_token(self):
+        health = health_pb2_grpc.HealthStub(self.channel)
+        resp = health.Check(health_pb2.HealthCheckRequest(service="classify"), timeout=10)
+        self.assertEqual(resp.status, health_pb2.HealthCheckResponse.SERVING)
+
+
+class MetricsEndpointTest(unittest.TestCase):
+    """/metrics serves one connection at a time: a client trickling its
+    request (or never sending it) holds it for 2 s at most."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = e2e.ServerProcess(classify_only(), name="metrics-slow").start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def test_trickling_client_cannot_hold_metrics(self):
+        stop = threading.Event()
+        sock = socket.create_connection(("127.0.0.1", self.server.metrics_port), timeout=10)
+
+        def trickle():
+            sock.sendall(b"GET /metr")
+            while not stop.wait(0.5):
+                try:
+                    sock.sendall(b"i")
+                except OSError:
+                    return
+
+        thread = threading.Thread(target=trickle)
+        thread.start()
+        try:
+            time.sleep(0.2)
+            started = time.monotonic()
+            text = self.server.scrape()
+            waited = time.monotonic() - started
+        finally:
+            stop.set()
+            thread.join()
+            sock.close()
+        self.assertIn("dserve_build_info", text)
+        self.assertLess(waited, 4.0)
 
 
 if __name__ == "__main__":

@@ -293,6 +293,91 @@ TEST_F(TokenizerTest, RerankChunksCoverTheDocumentWithOverlap) {
   EXPECT_EQ(chunks->back().second_token_end, static_cast<int>(all.size()));
 }
 
+// The window loop as it was written before counting existed (start += step
+// until a window reaches the end): the oracle for CountWindows.
+int64_t SimulatedWindowCount(int64_t n, int64_t room, int64_t stride) {
+  int64_t count = 0;
+  for (int64_t start = 0;; start += room - stride) {
+    ++count;
+    if (std::min(start + room, n) >= n) break;
+  }
+  return count;
+}
+
+TEST(CountWindowsTest, MatchesTheWindowLoop) {
+  // Hand-checked: 27 tokens, room 10, stride 4 -> windows at 0, 6, 12, 18.
+  EXPECT_EQ(CountWindows(27, 10, 4), 4);
+  EXPECT_EQ(CountWindows(0, 10, 4), 1);   // empty second text: one window
+  EXPECT_EQ(CountWindows(10, 10, 9), 1);  // exactly one window's worth
+  EXPECT_EQ(CountWindows(11, 10, 9), 2);
+  // The fuzzing case: a 1 MiB "a a a ..." context (524287 tokens) beside a
+  // question leaving 2 tokens, stride clamped to 1: one window per token.
+  EXPECT_EQ(CountWindows(524287, 2, 1), 524286);
+  for (int64_t room = 1; room <= 12; ++room) {
+    for (int64_t stride = 0; stride < room; ++stride) {
+      for (int64_t n = 0; n <= 60; ++n) {
+        EXPECT_EQ(CountWindows(n, room, stride), SimulatedWindowCount(n, room, stride))
+            << "n=" << n << " room=" << room << " stride=" << stride;
+      }
+    }
+  }
+  // Arithmetic the windowing refuses.
+  EXPECT_EQ(CountWindows(5, 0, 0), -1);
+  EXPECT_EQ(CountWindows(11, 10, 10), -1);
+  EXPECT_EQ(CountWindows(11, 10, -1), -1);
+}
+
+TEST_F(TokenizerTest, PlanCountsTheWindowsItBuilds) {
+  std::string context;
+  for (int i = 0; i < 12; ++i) context += "The baker next door sells bread, rolls, and small cakes. ";
+  std::vector<SpmPiece> all;
+  ASSERT_TRUE(tok_->EncodeRaw(context, &all).ok());
+  const int64_t n = static_cast<int64_t>(all.size());
+  ASSERT_GT(n, 100);
+  int checked_multi = 0;
+  for (int max_length : {13, 14, 16, 22, 40, 64, 128, 512}) {
+    for (int stride : {0, 1, 3, 7, 128}) {
+      for (bool clamp : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "max_length=" << max_length << " stride=" << stride << " clamp=" << clamp);
+        auto plan = tok_->PlanQuestionContextWindows(kHello, context, max_length, stride, clamp);
+        auto built = tok_->EncodeQuestionContextWindows(kHello, context, max_length, stride, clamp);
+        ASSERT_EQ(plan.ok(), built.ok()) << plan.status() << " vs " << built.status();
+        if (!plan.ok()) {
+          EXPECT_EQ(plan.status(), built.status());
+          continue;
+        }
+        EXPECT_EQ(plan->max_length(), max_length);
+        EXPECT_EQ(plan->first_tokens(), 9);
+        EXPECT_EQ(plan->second_tokens(), n);
+        EXPECT_EQ(plan->room(), max_length - 3 - 9);
+        EXPECT_EQ(plan->count(), static_cast<int64_t>(built->size()));
+        EXPECT_EQ(plan->count(), SimulatedWindowCount(n, plan->room(), plan->stride()));
+        if (built->size() > 1) ++checked_multi;
+        // The built windows: the last reaches the end, each overlaps the
+        // previous one by the plan's stride, none is longer than max_length.
+        EXPECT_EQ(built->back().second_token_end, n);
+        for (size_t i = 0; i < built->size(); ++i) {
+          EXPECT_LE((*built)[i].ids.size(), static_cast<size_t>(max_length));
+          if (i > 0) EXPECT_EQ((*built)[i - 1].second_token_end - (*built)[i].second_token_begin, plan->stride());
+        }
+        // BuildWindows(plan) is what EncodeQuestionContextWindows returns.
+        const std::vector<Window> rebuilt = tok_->BuildWindows(*plan);
+        ASSERT_EQ(rebuilt.size(), built->size());
+        for (size_t i = 0; i < rebuilt.size(); ++i) EXPECT_EQ(rebuilt[i].ids, (*built)[i].ids);
+      }
+    }
+  }
+  EXPECT_GE(checked_multi, 20);
+  // Rerank chunks plan the same way.
+  auto plan = tok_->PlanQueryDocumentChunks(kHello, context, 64, 16);
+  auto chunks = tok_->EncodeQueryDocumentChunks(kHello, context, 64, 16);
+  ASSERT_TRUE(plan.ok() && chunks.ok());
+  EXPECT_EQ(plan->count(), static_cast<int64_t>(chunks->size()));
+  auto no_room = tok_->PlanQueryDocumentChunks(kSuper, context, 30, 0);
+  ASSERT_FALSE(no_room.ok());
+  EXPECT_THAT(no_room.status().message(), HasSubstr("query has 27 tokens"));
+}
+
 TEST(TokenizerLstripTest, QuestionIsLeftStrippedLikeRunQa) {
   // identity_ws keeps whitespace (remove_extra_whitespaces=false), so the
   // left strip is visible in the ids.

@@ -314,6 +314,35 @@ TEST_F(SchedulerTest, CancelledItemsFreeTheirSlots) {
   EXPECT_EQ(out.code(2), absl::StatusCode::kOk);
 }
 
+TEST_F(SchedulerTest, CancelledJustBeforeItsDeadlineCountsAsExpired) {
+  // The client's deadline timer cancels the call a little before the
+  // server's copy of the deadline passes: that is a deadline drop.
+  SchedulerOptions options = Options();
+  options.policy.dispatch_when_worker_idle = false;
+  Outcomes out(3);
+  auto scheduler = Make(options);
+  auto near = std::make_shared<std::atomic<bool>>(false);
+  auto far = std::make_shared<std::atomic<bool>>(false);
+  ASSERT_TRUE(scheduler->Enqueue(out.Make(0, 10, clock_.Now() + absl::Milliseconds(5), near)).ok());
+  ASSERT_TRUE(scheduler->Enqueue(out.Make(1, 10, clock_.Now() + absl::Seconds(5), far)).ok());
+  near->store(true);
+  far->store(true);
+  auto flag = std::make_shared<std::atomic<bool>>(true);
+  EXPECT_EQ(scheduler->Enqueue(out.Make(2, 10, clock_.Now() + absl::Milliseconds(5), flag)).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  std::thread worker([&] {
+    while (auto batch = scheduler->NextBatch()) CompleteAll(*batch);
+  });
+  scheduler->Wake();
+  while (out.calls(0) == 0 || out.calls(1) == 0) std::this_thread::yield();
+  EXPECT_EQ(out.code(0), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(out.code(1), absl::StatusCode::kCancelled);
+  EXPECT_EQ(observer_->rejected("deadline"), 2);
+  EXPECT_EQ(observer_->rejected("cancelled"), 1);
+  scheduler->Shutdown(/*drain=*/false, absl::ZeroDuration()).IgnoreError();
+  worker.join();
+}
+
 TEST_F(SchedulerTest, WakeLetsWaitingWorkerDropCancelledItem) {
   SchedulerOptions options = Options();
   options.policy.dispatch_when_worker_idle = false;

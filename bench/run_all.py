@@ -1,0 +1,791 @@
+#!/usr/bin/python3
+"""dserve's performance harness (issue 7): every row of the target table in
+one run on one machine, each with its configuration, measured figures
+(medians over repeats), target and PASS/MISS, plus the machine.
+
+usage: bench/run_all.sh [--quick | --tiny] [--out DIR] [--build-dir DIR] [--shared-dir DIR]
+                        [--demo-dir DIR] [--server-model DIR] [--rounds N] [--threads N]
+                        [--sections encoder,argmax,serve,packing,rss]
+
+Modes: full (default, ~10 min on 2 quiet cores), --quick (~3 min smoke: one
+round, short load windows), --tiny (seconds per row on tiny models: checks
+that the harness runs end to end; its figures mean nothing; used by CI).
+
+Rows and how they are measured (docs/performance.md, "Harness", says more):
+ 1 encoder fp32 8x128 vs eager fp32: `dserve bench encoder` (v3-base shape,
+   random weights) and bench/eager/eager_baseline.py (Hugging Face's
+   computation, written independently) run back to back in each round; the
+   eager script runs in fp32 and bf16, each with glibc's default malloc and
+   with tuned malloc (MALLOC_MMAP_THRESHOLD_ etc. in its environment); the
+   faster eager figure is the baseline. Ratio = eager s / ours s.
+ 2 the same in bf16, plus argmax of `dserve forward --dtype bf16` against
+   fp32 (and Hugging Face's logits) on the classify goldens and on demo texts.
+ 3 batch 1x128 fp32 latency, ours vs the faster eager fp32.
+ 4 bf16 model-FLOP utilisation vs the bf16 matmul peak measured in the same
+   `dserve bench encoder` process.
+ 5,6 bench/serve/serve_bench.sh (server vs bare engine; batching vs bs 1).
+ 7 padded/real tokens from the server's own dserve_batch_tokens_sum and
+   dserve_batch_real_tokens_sum deltas under a mixed-length (8-256 token)
+   load, `--packing true` vs `--packing false`.
+ 8 tokenizer CPU per item (tokenizer_bench, one thread, the same texts) over
+   the server's CPU seconds per item (/proc/PID/stat delta over
+   dserve_batch_size_sum delta) under that load.
+ 9 server RSS after a warm load, --workers 2 vs --workers 1, on a
+   v3-base-encoder-sized checkpoint; allowance = the 1-worker server's RSS
+   growth under the load (its activations), analytic estimate beside it.
+Writes OUT/report.md, OUT/report.json and raw outputs under OUT/raw/.
+Exit code: 0 when every row was measured (PASS or MISS), 1 when a row failed.
+"""
+import argparse
+import json
+import os
+import platform
+import random
+import re
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = "/usr/bin/python3"
+# The same settings dserve applies to itself at start-up (model/util/process.cc).
+TUNED_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
+                "MALLOC_TOP_PAD_": str(64 << 20)}
+SECTIONS = ("encoder", "argmax", "serve", "packing", "rss")
+
+MODES = {
+    # rounds: interleaved repeats of every encoder process (ours and eager);
+    # *_repeats: timed forwards inside each process (its median is taken).
+    "full": dict(rounds=3, enc_repeats=5, lat_repeats=10, eager_warmup=2, serve_repeats=3, serve_duration=5,
+                 serve_warmup=2, engine_lines=2048, pack_repeats=3, pack_duration=5, pack_warmup=1,
+                 tok_repeats=5, rss_requests=64, rss_concurrency=16),
+    "quick": dict(rounds=1, enc_repeats=3, lat_repeats=5, eager_warmup=1, serve_repeats=1, serve_duration=3,
+                  serve_warmup=1, engine_lines=512, pack_repeats=1, pack_duration=3, pack_warmup=1,
+                  tok_repeats=3, rss_requests=32, rss_concurrency=16),
+    "tiny": dict(rounds=1, enc_repeats=1, lat_repeats=1, eager_warmup=0, serve_repeats=1, serve_duration=1,
+                 serve_warmup=0.5, engine_lines=64, pack_repeats=1, pack_duration=1, pack_warmup=0.5,
+                 tok_repeats=1, rss_requests=16, rss_concurrency=8),
+}
+LOAD_CLIENTS_MIXED = 64
+WORDS = ("the a customer order refund billing password reset shipping parcel late account charge card invoice "
+         "delivery address change cancel subscription please help my was not has been could you why when where "
+         "how what today yesterday week month double charged wrong item broken missing login email phone number "
+         "support ticket status update fast slow again still never").split()
+
+
+def log(msg):
+    print(f"[run_all {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+class Failure(Exception):
+    pass
+
+
+class Harness:
+    def __init__(self, args):
+        self.a = args
+        self.mode = "tiny" if args.tiny else "quick" if args.quick else "full"
+        self.m = dict(MODES[self.mode])
+        if args.rounds:
+            self.m["rounds"] = args.rounds
+        self.build = os.path.abspath(args.build_dir)
+        self.shared = os.path.abspath(args.shared_dir)
+        self.out = os.path.abspath(args.out)
+        self.raw = os.path.join(self.out, "raw")
+        os.makedirs(self.raw, exist_ok=True)
+        self.work = tempfile.mkdtemp(prefix="dserve_run_all.")
+        self.dserve = os.path.join(self.build, "bin", "dserve")
+        self.client = os.path.join(self.build, "bin", "dserve-client")
+        self.tok_bench = os.path.join(self.build, "bin", "tokenizer_bench")
+        for b in (self.dserve, self.client, self.tok_bench):
+            if not os.access(b, os.X_OK):
+                sys.exit(f"run_all: missing {b} (build dserve, dserve-client and tokenizer_bench: "
+                         f"ninja -C {self.build} dserve dserve-client tokenizer_bench)")
+        self.threads = args.threads or os.cpu_count()
+        # Our binaries tune malloc themselves unless these are set; keep them out of every child's env.
+        self.env = {k: v for k, v in os.environ.items() if k not in TUNED_MALLOC}
+        self.servers = []
+        self.results = {}  # section -> dict
+        self.errors = {}   # section -> message
+        self.test_models = None
+
+    # ------------------------------------------------------------------ helpers
+    def run(self, cmd, name, env=None, stdin=None, timeout=900):
+        t0 = time.time()
+        p = subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env or self.env, timeout=timeout)
+        with open(os.path.join(self.raw, name + ".log"), "a") as f:
+            f.write(f"$ {' '.join(cmd)}  ({time.time() - t0:.1f} s, rc {p.returncode})\n{p.stdout}\n{p.stderr}\n")
+        if p.returncode != 0:
+            raise Failure(f"{os.path.basename(cmd[0])} {' '.join(cmd[1:3])} exited {p.returncode}: "
+                          f"{p.stderr.strip()[-600:]}")
+        return p.stdout
+
+    @staticmethod
+    def last_json(text):
+        start = text.find("{")
+        if start < 0:
+            raise Failure(f"no JSON object in output: {text[-300:]}")
+        return json.loads(text[start:])
+
+    def test_model_dir(self, task="classify"):
+        if self.test_models is None:
+            self.test_models = os.path.join(self.work, "test_models")
+            subprocess.run([PY, os.path.join(REPO, "tests", "data", "make_test_models.py"), self.shared,
+                            self.test_models], check=True, capture_output=True)
+        return os.path.join(self.test_models, task)
+
+    # ------------------------------------------------------------------ machine
+    def machine(self):
+        cpu, flags = "unknown", []
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and cpu == "unknown":
+                    cpu = line.split(":", 1)[1].strip()
+                if line.startswith("flags"):
+                    have = set(line.split(":", 1)[1].split())
+                    flags = [x for x in ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile",
+                                         "amx_bf16", "amx_int8") if x in have]
+                    break
+        mem = ""
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal"):
+                    mem = f"{int(line.split()[1]) / 1048576:.1f} GiB"
+        try:
+            torch_version = subprocess.run([PY, "-c", "import torch; print(torch.__version__)"], capture_output=True,
+                                           text=True, timeout=60).stdout.strip()
+        except Exception:  # noqa: BLE001 - informational only
+            torch_version = "?"
+        try:
+            commit = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                    text=True, timeout=10).stdout.strip()
+            dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
+                                   capture_output=True, text=True, timeout=10).stdout.strip()
+            commit += " (+ uncommitted changes)" if dirty else ""
+        except Exception:  # noqa: BLE001
+            commit = "?"
+        with open("/proc/loadavg") as f:
+            load = " ".join(f.read().split()[:3])
+        return {"nproc": os.cpu_count(), "cpu": cpu, "flags": ",".join(flags), "memory": mem,
+                "kernel": platform.release(), "threads_used": self.threads, "torch_eager": torch_version,
+                "commit": commit, "load_average_at_start": load, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+                "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "(unset)"),
+                "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", "(unset)")}
+
+    # ------------------------------------------------------------------ rows 1-4
+    def ours(self, batch, dtypes, repeats, round_no):
+        shape = self.enc_shape()[0]
+        out = self.run([self.dserve, "bench", "encoder", "--shape", shape, "--batch-size", str(batch), "--length",
+                        "128", "--repeats", str(repeats), "--threads", str(self.threads), "--dtypes", dtypes,
+                        "--json"], f"encoder_ours_b{batch}")
+        r = self.last_json(out)
+        log(f"round {round_no}: ours {batch}x128 " + ", ".join(
+            f"{d} {v['median_s']:.4f} s (MFU {100 * v['mfu_vs_matmul']:.1f}%)" for d, v in r["dtypes"].items()))
+        return r
+
+    def eager(self, batch, dtype, malloc, repeats, round_no):
+        shape_arg = [] if self.mode != "tiny" else ["--model", self.enc_shape()[1]]
+        env = dict(self.env)
+        if malloc == "tuned":
+            env.update(TUNED_MALLOC)
+        out = self.run([PY, os.path.join(REPO, "bench", "eager", "eager_baseline.py"), "--batch", str(batch),
+                        "--length", "128", "--dtype", dtype, "--threads", str(self.threads), "--repeats",
+                        str(repeats), "--warmup", str(self.m["eager_warmup"]), "--json", *shape_arg],
+                       f"encoder_eager_b{batch}", env=env)
+        r = self.last_json(out)
+        log(f"round {round_no}: eager {batch}x128 {dtype} malloc {malloc}: {r['median_s']:.4f} s")
+        return r
+
+    def enc_shape(self):
+        if self.mode == "tiny":  # ours: random weights of the config; eager: the checkpoint itself
+            d = os.path.join(self.shared, "goldens", "model", "cls_factorized")
+            return os.path.join(d, "config.json"), d
+        return "v3-base", None
+
+    def section_encoder(self):
+        m = self.m
+        rounds = []
+        for r in range(1, m["rounds"] + 1):
+            rd = {"ours_8": self.ours(8, "fp32,bf16", m["enc_repeats"], r), "eager_8": {}, "eager_1": {}}
+            for dtype in ("fp32", "bf16"):
+                for malloc in ("default", "tuned"):
+                    rd["eager_8"][f"{dtype}/{malloc}"] = self.eager(8, dtype, malloc, m["enc_repeats"], r)
+            rd["ours_1"] = self.ours(1, "fp32", m["lat_repeats"], r)
+            for malloc in ("default", "tuned"):
+                rd["eager_1"][f"fp32/{malloc}"] = self.eager(1, "fp32", malloc, m["lat_repeats"], r)
+            rounds.append(rd)
+        med = statistics.median
+        first = rounds[0]["ours_8"]
+        res = {"rounds": rounds, "shape": "v3-base" if self.mode != "tiny" else "cls_factorized golden config",
+               "gflop_per_forward_8x128": first["gflop_per_forward"],
+               "ours_8": {d: {k: med([rd["ours_8"]["dtypes"][d][k] for rd in rounds])
+                              for k in ("median_s", "matmul_gflops", "model_gflops", "mfu_vs_matmul")}
+                          for d in ("fp32", "bf16")},
+               "ours_1_fp32_s": med([rd["ours_1"]["dtypes"]["fp32"]["median_s"] for rd in rounds]),
+               "eager_8": {k: med([rd["eager_8"][k]["median_s"] for rd in rounds]) for k in rounds[0]["eager_8"]},
+               "eager_1": {k: med([rd["eager_1"][k]["median_s"] for rd in rounds]) for k in rounds[0]["eager_1"]}}
+
+        # Ratios within each round (processes run back to back), so a load change between rounds cancels out.
+        def best(rd, which, dtype):
+            cands = {k.split("/")[1]: v["median_s"] for k, v in rd[which].items() if k.startswith(dtype + "/")}
+            env = min(cands, key=cands.get)
+            return cands[env], env
+        res["ratios"] = {
+            "fp32_8": [best(rd, "eager_8", "fp32")[0] / rd["ours_8"]["dtypes"]["fp32"]["median_s"] for rd in rounds],
+            "bf16_8": [best(rd, "eager_8", "bf16")[0] / rd["ours_8"]["dtypes"]["bf16"]["median_s"] for rd in rounds],
+            "fp32_1": [best(rd, "eager_1", "fp32")[0] / rd["ours_1"]["dtypes"]["fp32"]["median_s"] for rd in rounds],
+            "mfu_bf16": [rd["ours_8"]["dtypes"]["bf16"]["mfu_vs_matmul"] for rd in rounds]}
+        res["best_env"] = {"fp32_8": [best(rd, "eager_8", "fp32")[1] for rd in rounds],
+                           "bf16_8": [best(rd, "eager_8", "bf16")[1] for rd in rounds]}
+        return res
+
+    # ------------------------------------------------------------------ row 2 (argmax)
+    def forward_logits(self, model_dir, id_lines, dtype, name):
+        text = "".join(json.dumps({"input_ids": ids}) + "\n" for ids in id_lines)
+        out = self.run([self.dserve, "forward", "--model", model_dir, "--batch-size", "8", "--dtype", dtype], name,
+                       stdin=text)
+        rows = [json.loads(l)["logits"] for l in out.splitlines() if l.strip()]
+        if len(rows) != len(id_lines):
+            raise Failure(f"dserve forward {model_dir}: {len(rows)} outputs for {len(id_lines)} inputs")
+        return rows
+
+    @staticmethod
+    def argmax(v):
+        return max(range(len(v)), key=v.__getitem__)
+
+    def section_argmax(self):
+        res = {}
+        gdir = os.path.join(self.shared, "goldens", "model", "cls_factorized")
+        with open(os.path.join(gdir, "golden.json")) as f:
+            golden = json.load(f)
+        cases = golden["cases"] + golden.get("extra_cases", [])
+        ids = [c["input_ids"] for c in cases]
+        f32 = self.forward_logits(gdir, ids, "fp32", "argmax_goldens")
+        b16 = self.forward_logits(gdir, ids, "bf16", "argmax_goldens")
+        hf = [self.argmax(c["logits"]) for c in cases]
+        res["goldens"] = {
+            "checkpoint": "../shared/goldens/model/cls_factorized (cases + extra_cases)", "n": len(cases),
+            "bf16_eq_fp32": sum(self.argmax(a) == self.argmax(b) for a, b in zip(b16, f32)),
+            "bf16_eq_hf": sum(self.argmax(a) == h for a, h in zip(b16, hf)),
+            "fp32_eq_hf": sum(self.argmax(a) == h for a, h in zip(f32, hf))}
+        # Demo data: the demo classify model on its test tickets when deploy/demo has built them; otherwise the
+        # golden classify checkpoint (with the toy tokenizer) on demo texts generated here.
+        demo = os.path.abspath(self.a.demo_dir)
+        model = os.path.join(demo, "models", "classify")
+        texts_file = os.path.join(demo, "data", "tickets_test.jsonl")
+        if os.path.isfile(os.path.join(model, "model.safetensors")) and os.path.isfile(texts_file):
+            what = f"demo classify model {model} on {texts_file}"
+        else:
+            model = self.test_model_dir("classify")
+            gen = os.path.join(self.work, "demo_data")
+            self.run([PY, os.path.join(REPO, "deploy", "demo", "generate_demo_data.py"), "--out", gen, "--scale",
+                      "0.2"], "argmax_demo")
+            texts_file = os.path.join(gen, "tickets_test.jsonl")
+            what = ("no demo model built: golden classify checkpoint cls_factorized + toy spm.model on demo "
+                    "tickets from deploy/demo/generate_demo_data.py --scale 0.2")
+        with open(texts_file) as f:
+            items = [json.loads(l) for l in f if l.strip()]
+        if self.mode == "tiny":
+            items = items[:32]
+        tok = self.run([self.dserve, "tokenize", "--model", model], "argmax_demo",
+                       stdin="".join(json.dumps({"text": it["text"]}) + "\n" for it in items))
+        with open(os.path.join(model, "config.json")) as f:
+            cfg = json.load(f)
+        max_len = (cfg.get("dserve") or {}).get("max_length") or cfg["max_position_embeddings"]
+        ids = []
+        for l in tok.splitlines():
+            i = json.loads(l)["ids"]
+            ids.append(i if len(i) <= max_len else i[:max_len - 1] + [i[-1]])
+        f32 = self.forward_logits(model, ids, "fp32", "argmax_demo")
+        b16 = self.forward_logits(model, ids, "bf16", "argmax_demo")
+        d = {"what": what, "n": len(ids), "bf16_eq_fp32": sum(self.argmax(a) == self.argmax(b) for a, b in zip(b16, f32))}
+        labels = cfg.get("id2label") or {}
+        if all("label" in it for it in items) and set(it["label"] for it in items) <= set(labels.values()):
+            d["accuracy_fp32"] = sum(labels[str(self.argmax(a))] == it["label"] for a, it in zip(f32, items)) / len(items)
+            d["accuracy_bf16"] = sum(labels[str(self.argmax(a))] == it["label"] for a, it in zip(b16, items)) / len(items)
+        res["demo"] = d
+        return res
+
+    # ------------------------------------------------------------------ server model and inputs
+    def server_model(self):
+        if hasattr(self, "_server_model"):
+            return self._server_model
+        if self.a.server_model:
+            r = (os.path.abspath(self.a.server_model), "given with --server-model")
+        elif self.mode == "tiny":
+            r = (self.test_model_dir("classify"), "tiny test checkpoint (cls_factorized golden: hidden 96, 3 layers, "
+                 "toy 300-piece spm)")
+        else:
+            demo = os.path.join(os.path.abspath(self.a.demo_dir), "models", "classify")
+            dst = os.path.join(self.work, "server_model")
+            os.makedirs(dst)
+            if os.path.isfile(os.path.join(demo, "model.safetensors")):
+                for f in ("model.safetensors", "spm.model"):
+                    shutil.copyfile(os.path.join(demo, f), os.path.join(dst, f))
+                with open(os.path.join(demo, "config.json")) as f:
+                    cfg = json.load(f)
+                cfg.setdefault("dserve", {})["max_length"] = 256
+                with open(os.path.join(dst, "config.json"), "w") as f:
+                    json.dump(cfg, f)
+                r = (dst, f"demo classify model {demo} (hidden {cfg['hidden_size']}, {cfg['num_hidden_layers']} layers, "
+                          f"vocab {cfg['vocab_size']}), copied with dserve.max_length 256")
+            else:
+                os.rmdir(dst)
+                self.run([PY, os.path.join(REPO, "bench", "serve", "make_random_checkpoint.py"),
+                          self.test_model_dir("classify"), dst, "--hidden", "128", "--layers", "4", "--heads", "4",
+                          "--intermediate", "512"], "server_model")
+                r = (dst, "no demo model built: random checkpoint of the demo shape (hidden 128, 4 layers, 4 heads, "
+                          "intermediate 512; make_random_checkpoint.py) with the toy 300-piece spm")
+        self._server_model = r
+        return r
+
+    def make_texts(self, spm_path, path, n, lo, hi, seed):
+        import sentencepiece as spm  # Debian python3-sentencepiece
+        sp = spm.SentencePieceProcessor(model_file=spm_path)
+        rng = random.Random(seed)
+        lengths = []
+        with open(path, "w") as f:
+            for _ in range(n):
+                target = rng.randint(lo, hi)
+                while True:
+                    words = []
+                    while True:
+                        words.append(rng.choice(WORDS))
+                        k = len(sp.encode(" ".join(words))) + 2  # [CLS] ... [SEP]
+                        if k >= target:
+                            break
+                    if k <= min(hi, target + 3):
+                        break
+                lengths.append(k)
+                f.write(json.dumps({"text": " ".join(words)}) + "\n")
+        return lengths
+
+    # ------------------------------------------------------------------ server process
+    def start_server(self, model_dir, extra, name):
+        base = os.path.join(self.raw, f"server_{name}")
+        out, err = open(base + ".out", "w"), open(base + ".log", "w")
+        cmd = [self.dserve, "serve", "--model", f"classify={model_dir}", "--listen", "127.0.0.1:0",
+               "--metrics-listen", "127.0.0.1:0", *extra]
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=self.env)
+        self.servers.append(proc)
+        deadline = time.time() + 180
+        port = mport = None
+        while time.time() < deadline:
+            text = open(base + ".out").read()
+            p = re.search(r"^dserve: listening on port (\d+)$", text, re.M)
+            mp = re.search(r"^dserve: metrics on port (\d+)$", text, re.M)
+            if p and mp:
+                port, mport = int(p.group(1)), int(mp.group(1))
+                break
+            if proc.poll() is not None:
+                raise Failure(f"server {' '.join(cmd[1:])} exited {proc.returncode}: {open(base + '.log').read()[-600:]}")
+            time.sleep(0.1)
+        if port is None:
+            raise Failure(f"server {name} did not report its ports within 180 s")
+        return {"proc": proc, "port": port, "mport": mport, "name": name}
+
+    def stop_server(self, s):
+        s["proc"].terminate()
+        try:
+            s["proc"].wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            s["proc"].kill()
+            s["proc"].wait()
+        self.servers.remove(s["proc"])
+
+    @staticmethod
+    def metrics(s):
+        text = urllib.request.urlopen(f"http://127.0.0.1:{s['mport']}/metrics", timeout=30).read().decode()
+        out = {}
+        for m in re.finditer(r'^([a-zA-Z_:][\w:]*)(\{[^}]*\})? (\S+)$', text, re.M):
+            name, labels, value = m.group(1), m.group(2) or "", m.group(3)
+            if labels and 'model="' in labels and 'model="classify"' not in labels:
+                continue
+            out[name] = out.get(name, 0.0) + float(value)
+        return out
+
+    @staticmethod
+    def cpu_seconds(pid):
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+    @staticmethod
+    def rss_bytes(pid, key="VmRSS"):
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+        raise Failure(f"/proc/{pid}/status has no {key}")
+
+    def load(self, s, inputs, concurrency, name, duration=None, warmup=0.0, requests=None):
+        cmd = [self.client, "--target", f"127.0.0.1:{s['port']}", "--json", "load", "--model", "classify", "--task",
+               "classify", "--input", inputs, "--concurrency", str(concurrency), "--channels", "4"]
+        cmd += ["--requests", str(requests)] if requests else ["--duration-s", str(duration), "--warmup-s", str(warmup)]
+        r = self.last_json(self.run(cmd, name))
+        if set(r["codes"]) - {"OK"} or r["ok"] <= 0:
+            raise Failure(f"load on {s['name']} failed: codes {r['codes']}")
+        return r
+
+    # ------------------------------------------------------------------ rows 5-6
+    def section_serve(self):
+        model, what = self.server_model()
+        m = self.m
+        js = os.path.join(self.raw, "serve_bench.json")
+        out = self.run(["bash", os.path.join(REPO, "bench", "serve", "serve_bench.sh"), "--build-dir", self.build,
+                        "--shared-dir", self.shared, "--model-dir", model, "--repeats", str(m["serve_repeats"]),
+                        "--duration-s", str(m["serve_duration"]), "--warmup-s", str(m["serve_warmup"]),
+                        "--engine-lines", str(m["engine_lines"]), "--json", js], "serve_bench", timeout=1800)
+        for line in out.splitlines():
+            if line.startswith("repeat") or line.startswith("inputs"):
+                log("serve_bench: " + line)
+        with open(js) as f:
+            r = json.load(f)
+        r["model"] = what
+        return r
+
+    # ------------------------------------------------------------------ rows 7-8
+    def section_packing(self):
+        model, what = self.server_model()
+        m = self.m
+        texts = os.path.join(self.work, "mixed.jsonl")
+        lengths = self.make_texts(os.path.join(model, "spm.model"), texts, 256, 8, 256, 7)
+        servers = {"packing": self.start_server(model, ["--packing", "true"], "packing_on"),
+                   "unsorted": self.start_server(model, ["--packing", "false"], "packing_off")}
+        runs = {k: [] for k in servers}
+        for r in range(1, m["pack_repeats"] + 1):
+            for key, s in servers.items():
+                m0, c0 = self.metrics(s), self.cpu_seconds(s["proc"].pid)
+                ld = self.load(s, texts, LOAD_CLIENTS_MIXED, f"packing_{key}", m["pack_duration"], m["pack_warmup"])
+                m1, c1 = self.metrics(s), self.cpu_seconds(s["proc"].pid)
+                d = {k: m1.get(k, 0.0) - m0.get(k, 0.0) for k in
+                     ("dserve_batch_tokens_sum", "dserve_batch_real_tokens_sum", "dserve_batch_size_sum",
+                      "dserve_batch_size_count")}
+                if d["dserve_batch_real_tokens_sum"] <= 0 or d["dserve_batch_size_sum"] <= 0:
+                    raise Failure(f"server {key}: no batches counted in /metrics during the load")
+                run = {"padded_tokens": d["dserve_batch_tokens_sum"], "real_tokens": d["dserve_batch_real_tokens_sum"],
+                       "items": d["dserve_batch_size_sum"], "batches": d["dserve_batch_size_count"],
+                       "padded_over_real": d["dserve_batch_tokens_sum"] / d["dserve_batch_real_tokens_sum"],
+                       "mean_batch": d["dserve_batch_size_sum"] / max(1.0, d["dserve_batch_size_count"]),
+                       "server_cpu_s": c1 - c0, "server_cpu_s_per_item": (c1 - c0) / d["dserve_batch_size_sum"],
+                       "items_per_s": ld["items_per_s"]}
+                runs[key].append(run)
+                log(f"round {r}: {key}: padded/real {run['padded_over_real']:.3f}, mean batch {run['mean_batch']:.1f}, "
+                    f"{run['items_per_s']:.1f} items/s, server CPU {1e3 * run['server_cpu_s_per_item']:.3f} ms/item")
+        for s in list(servers.values()):
+            self.stop_server(s)
+        tok = self.last_json(self.run([self.tok_bench, model, texts, str(max(3, m["tok_repeats"]))], "tokenizer"))
+        med = statistics.median
+        res = {"model": what, "texts": len(lengths), "lengths": [min(lengths), max(lengths)],
+               "mean_length": sum(lengths) / len(lengths), "clients": LOAD_CLIENTS_MIXED, "runs": runs,
+               "padded_over_real": {k: med([x["padded_over_real"] for x in v]) for k, v in runs.items()},
+               "server_cpu_s_per_item": med([x["server_cpu_s_per_item"] for x in runs["packing"]]),
+               "tokenizer": tok, "tokenizer_s_per_item": tok["median_s"] / tok["strings"]}
+        res["tokenizer_share"] = res["tokenizer_s_per_item"] / res["server_cpu_s_per_item"]
+        return res
+
+    # ------------------------------------------------------------------ row 9
+    def rss_model(self):
+        """A v3-base-encoder-sized classify checkpoint (random weights, torch-written) with the server model's
+        tokenizer and vocabulary, so weights dominate the process (tiny mode: a tiny one)."""
+        model, what = self.server_model()
+        import torch  # Debian python3-torch
+        sys.path.insert(0, os.path.join(REPO, "bench", "serve"))
+        from make_random_checkpoint import tensors  # the HF tensor names and shapes
+        with open(os.path.join(model, "config.json")) as f:
+            cfg = json.load(f)
+        h, layers, heads, inter = (64, 2, 2, 128) if self.mode == "tiny" else (768, 12, 12, 3072)
+        cfg.update(hidden_size=h, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=inter,
+                   embedding_size=h, pooler_hidden_size=h)
+        dst = os.path.join(self.work, "rss_model")
+        os.makedirs(dst, exist_ok=True)
+        shapes = tensors(cfg)
+        header, offset = {}, 0
+        for name, shape in shapes.items():
+            n = 4
+            for d in shape:
+                n *= d
+            header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + n]}
+            offset += n
+        head = json.dumps(header).encode()
+        head += b" " * (-len(head) % 8)
+        gen = torch.Generator().manual_seed(0)
+        a = 0.02 * 3 ** 0.5
+        with open(os.path.join(dst, "model.safetensors"), "wb") as f:
+            f.write(struct.pack("<Q", len(head)))
+            f.write(head)
+            for name, shape in shapes.items():
+                if name.endswith("LayerNorm.weight"):
+                    t = torch.ones(shape)
+                elif name.endswith(".bias"):
+                    t = torch.zeros(shape)
+                else:
+                    t = torch.empty(shape).uniform_(-a, a, generator=gen)
+                f.write(t.contiguous().numpy().tobytes())
+        with open(os.path.join(dst, "config.json"), "w") as f:
+            json.dump(cfg, f)
+        shutil.copyfile(os.path.join(model, "spm.model"), os.path.join(dst, "spm.model"))
+        params = offset // 4
+        return dst, (f"random checkpoint, {'tiny' if self.mode == 'tiny' else 'v3-base'} encoder shape (hidden {h}, {layers} layers, {heads} heads, "
+                     f"intermediate {inter}), vocab {cfg['vocab_size']} and spm.model of the server model: "
+                     f"{params / 1e6:.1f}M parameters, {offset / 2**20:.0f} MiB fp32")
+
+    def section_rss(self):
+        model, what = self.rss_model()
+        with open(os.path.join(model, "config.json")) as f:
+            cfg = json.load(f)
+        m = self.m
+        texts = os.path.join(self.work, "rss_texts.jsonl")
+        lengths = self.make_texts(os.path.join(model, "spm.model"), texts, 64, 120, 128, 11)
+        res = {"model": what, "requests": m["rss_requests"], "concurrency": m["rss_concurrency"],
+               "text_tokens": [min(lengths), max(lengths)], "workers": {}}
+        for w in (1, 2):
+            s = self.start_server(model, ["--workers", str(w)], f"rss_workers{w}")
+            time.sleep(0.5)
+            idle = self.rss_bytes(s["proc"].pid)
+            self.load(s, texts, m["rss_concurrency"], f"rss_workers{w}", requests=m["rss_requests"])
+            warm, hwm = self.rss_bytes(s["proc"].pid), self.rss_bytes(s["proc"].pid, "VmHWM")
+            mt = self.metrics(s)
+            self.stop_server(s)
+            res["workers"][w] = {"rss_idle": idle, "rss_warm": warm, "rss_peak": hwm,
+                                 "batches": mt.get("dserve_batch_size_count", 0.0),
+                                 "mean_batch": mt.get("dserve_batch_size_sum", 0.0) /
+                                 max(1.0, mt.get("dserve_batch_size_count", 0.0))}
+            log(f"rss: --workers {w}: idle {idle / 2**20:.0f} MiB, after load {warm / 2**20:.0f} MiB "
+                f"(peak {hwm / 2**20:.0f} MiB), mean batch {res['workers'][w]['mean_batch']:.1f}")
+        w1, w2 = res["workers"][1], res["workers"][2]
+        res["ratio"] = w2["rss_warm"] / w1["rss_warm"]
+        res["idle_ratio"] = w2["rss_idle"] / w1["rss_idle"]  # loaded, before any request: weights + runtime only
+        res["activation_allowance"] = max(0, w1["rss_warm"] - w1["rss_idle"])
+        res["bound"] = 1.1 + res["activation_allowance"] / w1["rss_warm"]
+        # Analytic: the tensors of one layer's forward alive at once, fp32, at the largest batch the load forms.
+        b, l, hdim, heads, inter = (m["rss_concurrency"], max(lengths), cfg["hidden_size"], cfg["num_attention_heads"],
+                                    cfg["intermediate_size"])
+        res["activation_analytic"] = 4 * (b * l * (6 * hdim + inter) + 4 * b * heads * l * l)
+        return res
+
+    # ------------------------------------------------------------------ report
+    def rows(self, machine):
+        E, A, S, P, R = (self.results.get(k) for k in ("encoder", "argmax", "serve", "packing", "rss"))
+        rows = []
+
+        def row(n, measure, config, measured, target, ok, section, extra=None):
+            needs = section if isinstance(section, tuple) else (section,)
+            failed = [s for s in needs if s in self.errors]
+            if failed:
+                measured, result = "; ".join(f"ERROR ({s}): {self.errors[s]}" for s in failed), "ERROR"
+            elif any(self.results.get(s) is None for s in needs):
+                measured, result = "not run (--sections)", "SKIP"
+            else:
+                result = "PASS" if ok() else "MISS"
+                measured = measured()
+            if callable(config):
+                config = config() if result in ("PASS", "MISS") else "-"
+            rows.append({"row": n, "measure": measure, "config": config,
+                         "measured": measured, "target": target, "result": result,
+                         "value": (extra() if extra and result in ("PASS", "MISS") else None)})
+
+        thr = self.threads
+        shape = E["shape"] if E else "v3-base"
+        reps = (f"{self.m['rounds']} round(s), each process the median of {self.m['enc_repeats']} forwards; ratio = "
+                f"median over rounds of the ratio within a round")
+
+        def rounds_txt(key, fmt="{:.2f}"):
+            return ", ".join(fmt.format(x) for x in E["ratios"][key])
+
+        def eager_txt(dtype, which="eager_8"):
+            if which == "eager_1":
+                return ", ".join(f"{k.split('/')[1]} malloc {1e3 * v:.1f} ms" for k, v in E[which].items()
+                                 if k.startswith(dtype + "/"))
+            return ", ".join(f"{k.split('/')[1]} malloc {v:.4f} s" for k, v in E[which].items()
+                             if k.startswith(dtype + "/"))
+
+        def ratio(key):
+            return statistics.median(E["ratios"][key])
+
+        def r1():
+            o = E["ours_8"]["fp32"]["median_s"]
+            return (f"{ratio('fp32_8'):.2f}x (per round: {rounds_txt('fp32_8')}); medians over rounds: ours {o:.4f} s "
+                    f"({8 / o:.2f} seq/s), eager fp32 {eager_txt('fp32')}; faster eager env per round: "
+                    f"{', '.join(E['best_env']['fp32_8'])}")
+        row(1, "encoder fp32 throughput vs eager fp32 (best env), batch 8x128",
+            f"{shape}, random weights, {thr} threads, {reps}; `dserve bench encoder` vs eager_baseline.py back to back",
+            r1, ">= 1.3x", lambda: ratio("fp32_8") >= 1.3, "encoder", lambda: ratio("fp32_8"))
+
+        def argmax_same():
+            g, d = A["goldens"], A["demo"]
+            return g["bf16_eq_fp32"] == g["n"] and g["bf16_eq_hf"] == g["n"] and d["bf16_eq_fp32"] == d["n"]
+
+        def r2():
+            o = E["ours_8"]["bf16"]["median_s"]
+            g, d = A["goldens"], A["demo"]
+            acc = (f" (accuracy fp32 {d['accuracy_fp32']:.3f}, bf16 {d['accuracy_bf16']:.3f})"
+                   if "accuracy_fp32" in d else "")
+            return (f"{ratio('bf16_8'):.2f}x (per round: {rounds_txt('bf16_8')}); medians over rounds: ours {o:.4f} s "
+                    f"({8 / o:.2f} seq/s), eager bf16 {eager_txt('bf16')}; argmax bf16 = fp32 on goldens "
+                    f"{g['bf16_eq_fp32']}/{g['n']} (= HF logits {g['bf16_eq_hf']}/{g['n']}), on demo data "
+                    f"{d['bf16_eq_fp32']}/{d['n']}{acc}; faster eager env per round: {', '.join(E['best_env']['bf16_8'])}")
+        row(2, "encoder bf16 throughput vs eager bf16, classification argmax unchanged on goldens and demo data",
+            lambda: (f"{shape}, 8x128, {thr} threads, {reps}; argmax: `dserve forward --dtype bf16` vs fp32 on the "
+                     f"cls_factorized goldens ({A['goldens']['n']} sequences) and {A['demo']['what']}"),
+            r2, ">= 1.3x and argmax unchanged", lambda: argmax_same() and ratio("bf16_8") >= 1.3,
+            ("encoder", "argmax"), lambda: ratio("bf16_8"))
+
+        def r3():
+            o = E["ours_1_fp32_s"]
+            return (f"{ratio('fp32_1'):.2f}x faster (per round: {rounds_txt('fp32_1')}); medians over rounds: ours "
+                    f"{1e3 * o:.1f} ms, eager fp32 {eager_txt('fp32', 'eager_1')}")
+        row(3, "single-request latency, batch 1x128, fp32, vs eager",
+            f"{shape}, {thr} threads, {self.m['rounds']} round(s), each process the median of {self.m['lat_repeats']} "
+            f"forwards; ratio = median over rounds of faster eager / ours within a round",
+            r3, ">= 1.5x faster", lambda: ratio("fp32_1") >= 1.5, "encoder", lambda: ratio("fp32_1"))
+
+        def r4():
+            b = E["ours_8"]["bf16"]
+            return (f"{100 * ratio('mfu_bf16'):.1f}% (per round: {rounds_txt('mfu_bf16', '{:.1%}')}); medians: "
+                    f"{b['model_gflops']:.1f} model GFLOP/s ({E['gflop_per_forward_8x128']:.1f} GFLOP per forward / "
+                    f"{b['median_s']:.4f} s) vs bf16 matmul {b['matmul_gflops']:.1f} GFLOP/s; fp32 "
+                    f"{100 * E['ours_8']['fp32']['mfu_vs_matmul']:.1f}% of {E['ours_8']['fp32']['matmul_gflops']:.1f}")
+        row(4, "bf16 model-FLOP utilisation vs measured bf16 matmul peak",
+            f"{shape}, 8x128, {thr} threads; peak = 2048^3 torch.matmul in the same `dserve bench encoder` process; "
+            f"median over rounds",
+            r4, ">= 70%", lambda: ratio("mfu_bf16") >= 0.70, "encoder", lambda: ratio("mfu_bf16"))
+
+        sm = S["medians"] if S else {}
+        srv_cfg = (f"{S['model'] if S else ''}; bench/serve/serve_bench.sh, median of {self.m['serve_repeats']} repeat(s), "
+                   f"{self.m['serve_duration']} s window after {self.m['serve_warmup']} s warm-up")
+        row(5, "server end to end (64 concurrent clients, ~128-token texts) vs bare engine on the same inputs",
+            srv_cfg + "; engine = `dserve forward --batch-size 32` on the same token ids",
+            lambda: (f"{sm['ratio_server_vs_engine']:.3f}: server {sm['server_items_per_s']:.1f} items/s, "
+                     f"engine {sm['engine_items_per_s']:.1f} items/s"),
+            ">= 0.90", lambda: sm["ratio_server_vs_engine"] >= 0.90, "serve", lambda: sm["ratio_server_vs_engine"])
+        row(6, "dynamic batching vs --max-batch-size 1, short texts (<= 32 tokens), 32 clients",
+            srv_cfg + "; server defaults vs --max-batch-size 1",
+            lambda: (f"{sm['ratio_batching']:.2f}x: batched {sm['batched_items_per_s']:.1f} items/s, "
+                     f"batch size 1 {sm['batch1_items_per_s']:.1f} items/s; mean formed batch {S['mean_formed_batch']}"),
+            ">= 3x", lambda: sm["ratio_batching"] >= 3.0, "serve", lambda: sm["ratio_batching"])
+
+        def pcfg():
+            return (f"{P['model']}; {P['texts']} texts of {P['lengths'][0]}-{P['lengths'][1]} tokens (mean "
+                    f"{P['mean_length']:.0f}), {P['clients']} clients, {self.m['pack_duration']} s load x "
+                    f"{self.m['pack_repeats']} repeat(s) per server; deltas of dserve_batch_tokens_sum / "
+                    f"dserve_batch_real_tokens_sum, `--packing true` vs `--packing false`")
+        row(7, "padded tokens / real tokens with length-aware packing, mixed lengths 8-256",
+            lambda: pcfg() if P else "", lambda: (
+                f"{P['padded_over_real']['packing']:.3f} with packing (unsorted: {P['padded_over_real']['unsorted']:.3f}); "
+                f"mean batch {statistics.median([x['mean_batch'] for x in P['runs']['packing']]):.1f} / "
+                f"{statistics.median([x['mean_batch'] for x in P['runs']['unsorted']]):.1f}"),
+            "<= 1.15 (unsorted beside it)", lambda: P["padded_over_real"]["packing"] <= 1.15, "packing",
+            lambda: P["padded_over_real"]["packing"])
+        row(8, "tokenizer share of end-to-end CPU time",
+            lambda: (f"{P['model']}; same mixed texts; tokenizer_bench (1 thread, median of "
+                     f"{P['tokenizer']['repeats']}) CPU per item / server process CPU per item (/proc/PID/stat "
+                     f"utime+stime over dserve_batch_size_sum) under the row-7 packing load" if P else ""),
+            lambda: (f"{100 * P['tokenizer_share']:.2f}%: tokenizer {1e6 * P['tokenizer_s_per_item']:.1f} us/item, "
+                     f"server {1e3 * P['server_cpu_s_per_item']:.3f} ms CPU/item"),
+            "<= 5%", lambda: P["tokenizer_share"] <= 0.05, "packing", lambda: P["tokenizer_share"])
+        mib = 2 ** 20
+        row(9, "RSS with 2 workers vs 1 worker",
+            lambda: (f"{R['model']}; RSS (VmRSS) after {R['requests']} requests of {R['text_tokens'][0]}-"
+                     f"{R['text_tokens'][1]} tokens at concurrency {R['concurrency']}, --workers 2 vs --workers 1; "
+                     f"allowance = 1-worker RSS growth under that load; PASS needs both the loaded and the idle "
+                     f"figure within bounds" if R else ""),
+            lambda: (f"{R['ratio']:.3f}x: {R['workers'][2]['rss_warm'] / mib:.0f} vs {R['workers'][1]['rss_warm'] / mib:.0f} MiB "
+                     f"after the load (mean batch {R['workers'][2]['mean_batch']:.1f} vs "
+                     f"{R['workers'][1]['mean_batch']:.1f}); idle (loaded, no request yet) "
+                     f"{R['workers'][2]['rss_idle'] / mib:.0f} vs {R['workers'][1]['rss_idle'] / mib:.0f} MiB = "
+                     f"{R['idle_ratio']:.3f}x (<= 1.1x); "
+                     f"allowed {R['bound']:.3f}x = 1.1 + activations {R['activation_allowance'] / mib:.0f} MiB measured "
+                     f"(analytic {R['activation_analytic'] / mib:.0f} MiB)"),
+            "<= 1.1x + activations", lambda: R["ratio"] <= R["bound"] and R["idle_ratio"] <= 1.1, "rss",
+            lambda: R["ratio"])
+        return rows
+
+    def report(self, machine, started):
+        rows = self.rows(machine)
+        elapsed = time.time() - started
+        with open("/proc/loadavg") as f:
+            machine["load_average_at_end"] = " ".join(f.read().split()[:3])
+        head = (f"# dserve performance harness ({self.mode} mode)\n\n"
+                f"Command: `bash bench/run_all.sh{' --quick' if self.mode == 'quick' else ' --tiny' if self.mode == 'tiny' else ''}"
+                f" --out {self.a.out}`  ({elapsed / 60:.1f} min)\n\n"
+                f"Machine: nproc {machine['nproc']}, {machine['cpu']}, flags {machine['flags']}, {machine['memory']}, "
+                f"Linux {machine['kernel']}; {machine['threads_used']} threads; eager torch {machine['torch_eager']}; "
+                f"commit {machine['commit']}; {machine['date']}; load average at start {machine['load_average_at_start']}, "
+                f"at end {machine['load_average_at_end']} (figures compare only on an otherwise idle machine); "
+                f"OMP_WAIT_POLICY {machine['omp_wait_policy']}, OPENBLAS_CORETYPE {machine['openblas_coretype']}\n")
+        if self.mode == "tiny":
+            head += "\nTINY MODE: tiny models; checks that every row runs, the figures mean nothing.\n"
+        md = [head, "| # | measure | configuration | measured | target | result |", "|---|---|---|---|---|---|"]
+        for r in rows:
+            md.append(f"| {r['row']} | {r['measure']} | {r['config']} | {r['measured']} | {r['target']} | "
+                      f"**{r['result']}** |")
+        text = "\n".join(md) + "\n"
+        with open(os.path.join(self.out, "report.md"), "w") as f:
+            f.write(text)
+        with open(os.path.join(self.out, "report.json"), "w") as f:
+            json.dump({"mode": self.mode, "elapsed_s": elapsed, "machine": machine, "settings": self.m,
+                       "rows": rows, "sections": self.results, "errors": self.errors}, f, indent=1, default=str)
+        # Console: one block per row.
+        print(head)
+        for r in rows:
+            print(f"[{r['result']}] row {r['row']}: {r['measure']}\n    target:   {r['target']}\n"
+                  f"    measured: {r['measured']}\n    config:   {r['config']}\n")
+        n = {k: sum(r["result"] == k for r in rows) for k in ("PASS", "MISS", "ERROR", "SKIP")}
+        print(f"summary: {n['PASS']} PASS, {n['MISS']} MISS, {n['ERROR']} ERROR, {n['SKIP']} not run; "
+              f"report in {self.out}/report.md and report.json")
+        return 1 if n["ERROR"] else 0
+
+    def cleanup(self):
+        for p in list(self.servers):
+            p.kill()
+            p.wait()
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--quick", action="store_true", help="~3 minute smoke run")
+    g.add_argument("--tiny", action="store_true", help="tiny models, seconds per row (CI: runs end to end)")
+    ap.add_argument("--out", default=os.path.join(REPO, "build", "perf"), help="report directory (default build/perf)")
+    ap.add_argument("--build-dir", default=os.path.join(REPO, "build"))
+    ap.add_argument("--shared-dir", default=os.path.join(REPO, "..", "shared"))
+    ap.add_argument("--demo-dir", default=os.path.join(REPO, "build", "demo"),
+                    help="deploy/demo/train_demo_models.sh output (models/classify, data/)")
+    ap.add_argument("--server-model", help="classify checkpoint for rows 5-8 (default: the demo classify model)")
+    ap.add_argument("--rounds", type=int, default=0, help="encoder rounds (default by mode)")
+    ap.add_argument("--threads", type=int, default=0, help="intra-op threads for the encoder rows (default nproc)")
+    ap.add_argument("--sections", default=",".join(SECTIONS), help="subset of " + ",".join(SECTIONS))
+    a = ap.parse_args()
+    sections = [s for s in a.sections.split(",") if s]
+    for s in sections:
+        if s not in SECTIONS:
+            ap.error(f"--sections: unknown section '{s}' (one of {', '.join(SECTIONS)})")
+    h = Harness(a)
+    started = time.time()
+    try:
+        machine = h.machine()
+        log(f"mode {h.mode}, out {h.out}; machine: nproc {machine['nproc']}, {machine['cpu']}, {machine['flags']}")
+        for s in SECTIONS:
+            if s not in sections:
+                continue
+            log(f"section {s}")
+            try:
+                h.results[s] = getattr(h, "section_" + s)()
+            except Exception as e:  # noqa: BLE001 - one failed section must not hide the other rows
+                h.errors[s] = (str(e) if isinstance(e, Failure) else f"{type(e).__name__}: {e}").replace("\n", " ")[:800]
+                log(f"section {s} failed: {h.errors[s]}")
+        return h.report(machine, started)
+    finally:
+        h.cleanup()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Runs the libFuzzer targets of the fuzz build (tests/fuzz), all at once, and
+# writes a per-fuzzer log and a summary table (executions, exec/s, coverage
+# cov/ft, corpus, peak RSS, wall and CPU time, crashes). Exits 1 when a
+# fuzzer crashed (the crashing input is saved in OUT/TARGET/crash-*).
+#
+#   bash deploy/fuzz.sh --build --minutes 30               # every fuzzer, 30 min, nice 19
+#   bash deploy/fuzz.sh --seconds 60 fuzz_tokenizer         # one fuzzer, one minute
+#
+# Options:
+#   --minutes N | --seconds N   run time of each fuzzer (default 60 s)
+#   --build-dir DIR             the fuzz build (default build-fuzz)
+#   --build                     configure (clang++, -DDSERVE_FUZZ=ON) and build it first
+#   --out DIR                   logs, crashes, summary (default BUILD/fuzz-runs/DATE)
+#   --nice N                    niceness of the fuzzers (default 19: the machine stays usable)
+#   --rss-limit-mb N            libFuzzer -rss_limit_mb and -malloc_limit_mb (default 1536)
+#   --fresh                     new inputs go to OUT/TARGET/corpus instead of the
+#                               persistent BUILD/fuzz-corpus/TARGET
+#   TARGET...                   fuzz_* names (default: every fuzzer built)
+# Seeds: tests/fuzz/corpus/TARGET (read, never written); dictionary:
+# tests/fuzz/dictionaries/TARGET.dict when present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+seconds=60
+build_dir=build-fuzz
+build=0
+out=""
+nice_level=19
+rss_mb=1536
+fresh=0
+targets=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --minutes) seconds=$(( $2 * 60 )); shift 2 ;;
+    --seconds) seconds=$2; shift 2 ;;
+    --build-dir) build_dir=$2; shift 2 ;;
+    --build) build=1; shift ;;
+    --out) out=$2; shift 2 ;;
+    --nice) nice_level=$2; shift 2 ;;
+    --rss-limit-mb) rss_mb=$2; shift 2 ;;
+    --fresh) fresh=1; shift ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) targets+=("$1"); shift ;;
+  esac
+done
+
+if [ "$build" -eq 1 ]; then
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
+  export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
+  if [ ! -f "$build_dir/CMakeCache.txt" ]; then
+    cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCMAKE_CXX_COMPILER=clang++ -DDSERVE_FUZZ=ON
+  fi
+  cmake --build "$build_dir" -j "${DSERVE_JOBS:-$(nproc)}"
+fi
+build_dir=$(cd "$build_dir" 2>/dev/null && pwd) || { echo "fuzz.sh: no build directory $build_dir; use --build" >&2; exit 2; }
+bin=$build_dir/bin
+if [ ${#targets[@]} -eq 0 ]; then
+  for f in "$bin"/fuzz_*; do [ -x "$f" ] && targets+=("$(basename "$f")"); done
+fi
+if [ ${#targets[@]} -eq 0 ]; then
+  echo "fuzz.sh: no fuzzers in $bin; build them with --build (needs clang)" >&2
+  exit 2
+fi
+for t in "${targets[@]}"; do
+  [ -x "$bin/$t" ] || { echo "fuzz.sh: $bin/$t is not built" >&2; exit 2; }
+done
+out=${out:-$build_dir/fuzz-runs/$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+echo "fuzz.sh: ${#targets[@]} fuzzers x ${seconds}s (nice ${nice_level}, rss limit ${rss_mb} MB) -> $out"
+pids=()
+for t in "${targets[@]}"; do
+  dir=$out/$t
+  mkdir -p "$dir"
+  if [ "$fresh" -eq 1 ]; then corpus=$dir/corpus; else corpus=$build_dir/fuzz-corpus/$t; fi
+  mkdir -p "$corpus"
+  args=(-max_total_time="$seconds" -rss_limit_mb="$rss_mb" -malloc_limit_mb="$rss_mb" -timeout=60
+        -print_final_stats=1 -artifact_prefix="$dir/" "$corpus")
+  [ -d "tests/fuzz/corpus/$t" ] && args+=("$root/tests/fuzz/corpus/$t")
+  [ -f "tests/fuzz/dictionaries/$t.dict" ] && args=(-dict="$root/tests/fuzz/dictionaries/$t.dict" "${args[@]}")
+  echo "$corpus" > "$dir/corpus_dir"
+  (
+    TIMEFORMAT='%R %U %S'
+    rc=0
+    { time nice -n "$nice_level" "$bin/$t" "${args[@]}" > "$dir/log" 2>&1 || rc=$?; } 2> "$dir/time"
+    echo "$rc" > "$dir/rc"
+  ) &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || true; done
+
+# Summary: figures from libFuzzer's final stats and last status line.
+summary=$out/summary.md
+{
+  echo "| target | wall min | CPU min | executions | exec/s | cov | ft | corpus (files / bytes) | peak RSS MB | crashes |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
+} > "$summary"
+failed=0
+for t in "${targets[@]}"; do
+  dir=$out/$t
+  log=$dir/log
+  read -r wall user sys < "$dir/time" || { wall=0; user=0; sys=0; }
+  rc=$(cat "$dir/rc" 2>/dev/null || echo 1)
+  stat() { grep -o "stat::$1: *[0-9]*" "$log" | tail -1 | grep -o '[0-9]*$' || echo "?"; }
+  status_line=$(grep -E '^#[0-9]+.*cov: ' "$log" | tail -1 || true)
+  field() { echo "$status_line" | grep -oE "$1: [0-9]+" | grep -oE '[0-9]+$' || echo "?"; }
+  corpus=$(cat "$dir/corpus_dir")
+  files=$(find "$corpus" -type f | wc -l)
+  bytes=$(find "$corpus" -type f -printf '%s\n' | awk '{s += $1} END {print s + 0}')
+  crashes=$(find "$dir" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' \
+            -o -name 'oom-*' -o -name 'slow-unit-*' \) | wc -l)
+  if [ "$rc" != 0 ] || [ "$crashes" -gt 0 ]; then
+    failed=1
+    [ "$crashes" -eq 0 ] && crashes="exit $rc"
+  fi
+  printf '| %s | %.1f | %.1f | %s | %s | %s | %s | %s / %s | %s | %s |\n' "$t" \
+    "$(awk -v w="$wall" 'BEGIN {print w / 60}')" "$(awk -v u="$user" -v s="$sys" 'BEGIN {print (u + s) / 60}')" \
+    "$(stat number_of_executed_units)" "$(stat average_exec_per_sec)" "$(field cov)" "$(field ft)" \
+    "$files" "$bytes" "$(stat peak_rss_mb)" "$crashes" >> "$summary"
+done
+cat "$summary"
+if [ "$failed" -ne 0 ]; then
+  echo "fuzz.sh: a fuzzer failed; see $out/TARGET/log and the crash-* inputs there" >&2
+  for t in "${targets[@]}"; do
+    if [ "$(cat "$out/$t/rc")" != 0 ]; then
+      echo "---- $t (exit $(cat "$out/$t/rc")): last lines of $out/$t/log" >&2
+      tail -n 40 "$out/$t/log" >&2
+    fi
+  done
+  exit 1
+fi

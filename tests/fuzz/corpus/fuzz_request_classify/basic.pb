@@ -1,0 +1,2 @@
+
+classifyplease refund me

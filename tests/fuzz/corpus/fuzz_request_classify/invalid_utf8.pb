@@ -1,0 +1,2 @@
+
+classifyfinecaf√(

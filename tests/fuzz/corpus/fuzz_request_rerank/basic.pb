@@ -1,0 +1,2 @@
+
+rerankfresh breadThe baker sells bread.Children skip stones.

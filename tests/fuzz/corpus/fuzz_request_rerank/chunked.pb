@@ -1,0 +1,2 @@
+
+rerankhoney cakes«The baker next door sells bread, rolls, and small cakes with honey on top. The baker next door sells bread, rolls, and small cakes with honey on top. The baker next door sells bread, rolls, and small cakes with honey on top. The baker next door sells bread, rolls, and small cakes with honey on top.multiple     internal   spaces 0

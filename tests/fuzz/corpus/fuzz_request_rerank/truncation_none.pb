@@ -1,0 +1,2 @@
+
+rerankemoji 🙂👍 test�The baker next door sells bread, rolls, and small cakes with honey on top. The baker next door sells bread, rolls, and small cakes with honey on top. The baker next door sells bread, rolls, and small cakes with honey on top. The baker next door sells bread, rolls, and small cakes with honey on top.x8
