@@ -105,30 +105,6 @@ void ToBf16(const float* in, int64_t n, uint16_t* out) {
   }
 }
 
-// GELU(x + b) = x' (1 + erf(x' / sqrt 2)) / 2 for a row, in place; erfc from
-// Numerical Recipes' Chebyshev fit (fractional error < 1.2e-7).
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void BiasGeluRow(float* row, const float* bias, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) {
-    const float x = bias ? row[j] + bias[j] : row[j];
-    const float z = std::fabs(x) * 0.70710678118654752f;
-    const float t = 1.0f / (1.0f + 0.5f * z);
-    float p = 0.17087277f;
-    p = p * t - 0.82215223f;
-    p = p * t + 1.48851587f;
-    p = p * t - 1.13520398f;
-    p = p * t + 0.27886807f;
-    p = p * t - 0.18628806f;
-    p = p * t + 0.09678418f;
-    p = p * t + 0.37409196f;
-    p = p * t + 1.00002368f;
-    p = p * t - 1.26551223f;
-    const float erfc = t * ExpNonPositive(std::min(-z * z + p, 0.0f));
-    const float erf = x >= 0 ? 1.0f - erfc : erfc - 1.0f;
-    row[j] = 0.5f * x * (1.0f + erf);
-  }
-}
-
 inline float Bf16ToFloat(uint16_t v) {
   const uint32_t u = static_cast<uint32_t>(v) << 16;
   float f;
@@ -264,8 +240,7 @@ bool FusedLinearApplies(const torch::Tensor& x, const torch::Tensor& weight, con
 #endif
 }
 
-torch::Tensor FusedLinear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                          bool gelu) {
+torch::Tensor FusedLinear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   TORCH_CHECK(FusedLinearApplies(x, weight, bias), "fused linear: not available for these tensors");
   const torch::Tensor in = x.contiguous();
   const int64_t k = weight.size(1), n = weight.size(0), m = in.numel() / std::max<int64_t>(k, 1);
@@ -275,7 +250,7 @@ torch::Tensor FusedLinear(const torch::Tensor& x, const torch::Tensor& weight, c
   if (m == 0) return out;
   float* c = out.data_ptr<float>();
   float beta = 0.0f;
-  if (bias.defined() && !gelu) {
+  if (bias.defined()) {
     const float* b = bias.data_ptr<float>();
     at::parallel_for(0, m, 64, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) std::memcpy(c + i * n, b, sizeof(float) * n);
@@ -285,12 +260,6 @@ torch::Tensor FusedLinear(const torch::Tensor& x, const torch::Tensor& weight, c
 #ifdef DSERVE_HAVE_DNNL
   Check(dnnl_sgemm('N', 'T', m, n, k, 1.0f, in.data_ptr<float>(), k, weight.data_ptr<float>(), k, beta, c, n), "sgemm");
 #endif
-  if (gelu) {
-    const float* b = bias.defined() ? bias.data_ptr<float>() : nullptr;
-    at::parallel_for(0, m, 16, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) BiasGeluRow(c + i * n, b, n);
-    });
-  }
   return out;
 }
 

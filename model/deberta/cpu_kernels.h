@@ -60,10 +60,8 @@ torch::Tensor FusedAttention(const FusedAttentionInput& in);
 // [N, K] contiguous, bias [N] or undefined.
 bool FusedLinearApplies(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 
-// x [..., K] -> [..., N]. With `gelu`, the exact (erf) GELU of the result,
-// applied with the bias in the same pass (erfc to ~1e-7 relative).
-torch::Tensor FusedLinear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                          bool gelu = false);
+// x [..., K] -> [..., N].
+torch::Tensor FusedLinear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 
 // True when FusedAddLayerNorm can run on x: CPU, float32 or bfloat16,
 // contiguous, autograd off, weight and bias [H] of x's dtype.

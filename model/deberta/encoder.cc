@@ -411,13 +411,7 @@ torch::Tensor DebertaEncoder::LayerImpl(int64_t index, const LayerCache& cache,
                                         const Relative& relative, const Dropout& dropout) const {
   const LayerWeights& layer = Layer(index);
   auto attention = Attention(layer, cache, hidden, query_states, masks, relative, dropout);
-  torch::Tensor inner;
-  if (options_.kernels.linear_gelu && config_.hidden_act == "gelu" &&
-      FusedLinearApplies(attention, layer.intermediate.weight, layer.intermediate.bias)) {
-    inner = FusedLinear(attention, layer.intermediate.weight, layer.intermediate.bias, /*gelu=*/true);
-  } else {
-    inner = hidden_act_(Linear(attention, layer.intermediate, options_.kernels.linear));
-  }
+  auto inner = hidden_act_(Linear(attention, layer.intermediate, options_.kernels.linear));
   return AddNorm(Linear(inner, layer.output, options_.kernels.linear), attention, layer.output_norm,
                  config_.layer_norm_eps, dropout.hidden, options_.kernels.add_layer_norm);
 }

@@ -111,8 +111,7 @@ class DebertaEncoder {
       bool attention = true;       // fused per-head disentangled attention
       bool add_layer_norm = true;  // residual add + LayerNorm in one pass
       bool linear = true;          // fp32 linear through oneDNN sgemm
-      bool linear_gelu = true;     // ... with bias + GELU in one pass after it
-      static Kernels None() { return {false, false, false, false}; }
+      static Kernels None() { return {false, false, false}; }
     };
     Kernels kernels;
   };

@@ -165,11 +165,11 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
   for (const auto& dtype_name : o.dtypes) {
     runs.push_back({dtype_name, dtype_name, Kernels()});
     if (o.ablate_kernels) {  // leave one kernel out at a time
-      const bool fp32 = dtype_name == "fp32";  // the linear kernels are fp32-only
+      const bool fp32 = dtype_name == "fp32";  // the linear kernel is fp32-only
       for (const auto& [name, off] : std::vector<std::pair<const char*, bool Kernels::*>>{
                {"attention", &Kernels::attention}, {"add_layer_norm", &Kernels::add_layer_norm},
-               {"linear", &Kernels::linear}, {"linear_gelu", &Kernels::linear_gelu}}) {
-        if (!fp32 && (off == &Kernels::linear || off == &Kernels::linear_gelu)) continue;
+               {"linear", &Kernels::linear}}) {
+        if (!fp32 && off == &Kernels::linear) continue;
         Kernels k;
         k.*off = false;
         runs.push_back({dtype_name + "-no-" + name, dtype_name, k});

@@ -106,23 +106,13 @@ TEST(FusedAttention, NotUsedWhenAutogradIsOn) {
   EXPECT_FALSE(FusedAttentionApplies(torch::zeros({1, 2, 12})));
 }
 
-TEST(FusedLinear, MatchesTorchLinearAndGelu) {
+TEST(FusedLinear, MatchesTorchLinear) {
   torch::InferenceMode guard;
   torch::manual_seed(9);
   const auto x = torch::randn({2, 5, 48}) * 2, w = torch::randn({72, 48}) * 0.3, b = torch::randn({72});
   ASSERT_TRUE(FusedLinearApplies(x, w, b));
   EXPECT_LT((FusedLinear(x, w, b) - torch::linear(x, w, b)).abs().max().item<double>(), 1e-4);
   EXPECT_LT((FusedLinear(x, w, torch::Tensor()) - torch::linear(x, w)).abs().max().item<double>(), 1e-4);
-  const auto want = torch::gelu(torch::linear(x, w, b));
-  const auto got = FusedLinear(x, w, b, /*gelu=*/true);
-  EXPECT_LT((got - want).abs().max().item<double>(), 1e-4);
-  // Far tails and zero: GELU(-10) ~ -7.6e-23, GELU(10) = 10, GELU(0) = 0.
-  const auto eye = torch::eye(4);
-  const auto tails = FusedLinear(torch::tensor({{-10.0f, 10.0f, 0.0f, -0.5f}}), eye, torch::Tensor(), true);
-  EXPECT_NEAR(tails[0][0].item<float>(), 0.0f, 1e-12);
-  EXPECT_FLOAT_EQ(tails[0][1].item<float>(), 10.0f);
-  EXPECT_EQ(tails[0][2].item<float>(), 0.0f);
-  EXPECT_NEAR(tails[0][3].item<float>(), torch::gelu(torch::tensor(-0.5f)).item<float>(), 1e-7);
   EXPECT_FALSE(FusedLinearApplies(x.to(torch::kBFloat16), w, b));
 }
 
