@@ -239,6 +239,7 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> ModelRegistry::LoadModel(
   pool.scheduler.policy.max_batch_tokens = options_.max_batch_tokens;
   pool.scheduler.policy.max_queue_delay = absl::Microseconds(options_.max_queue_delay_us);
   pool.scheduler.policy.packing = options_.packing;
+  pool.scheduler.policy.max_padding_ratio = options_.max_padding_ratio;
   auto workers = WorkerPool::Create(served->model, served->metrics, pool);
   if (!workers.ok()) return absl::Status(workers.status().code(), absl::StrCat("model ", spec.name, ": ", workers.status().message()));
   served->workers = *std::move(workers);

@@ -73,6 +73,9 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
   app->add_option("--max-queue-items", o->max_queue_items, "queued items per model before RESOURCE_EXHAUSTED")
       ->capture_default_str();
   app->add_option("--packing", o->packing, "length-aware packing (true|false)")->capture_default_str();
+  app->add_option("--max-padding-ratio", o->max_padding_ratio,
+                  "with --packing: a batch's padded tokens at most this x its real tokens (0 = no bound)")
+      ->capture_default_str();
   app->add_option("--drain-timeout-s", o->drain_timeout_s, "seconds in-flight calls get on SIGTERM")
       ->capture_default_str();
   app->add_option("--watch", o->watch_s,
@@ -149,6 +152,10 @@ absl::Status ValidateServeOptions(const ServeOptions& o) {
     if (auto s = positive(flag, value); !s.ok()) return s;
   }
   if (o.max_queue_delay_us < 0) return absl::InvalidArgumentError("--max-queue-delay-us must be >= 0");
+  if (o.max_padding_ratio != 0 && !(o.max_padding_ratio >= 1.0 && o.max_padding_ratio <= 1e6)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-padding-ratio must be 0 (no bound) or between 1 and 1e6 (got ", o.max_padding_ratio, ")"));
+  }
   if (!(o.watch_s >= 0) || o.watch_s > 86400) {
     return absl::InvalidArgumentError(absl::StrCat("--watch must be between 0 and 86400 seconds (got ", o.watch_s, ")"));
   }

@@ -44,6 +44,7 @@ struct ServeOptions {
   int64_t max_queue_delay_us = 2000;   // oldest item's wait before a batch goes, microseconds
   int64_t max_queue_items = 1024;      // bounded queue; beyond -> RESOURCE_EXHAUSTED
   bool packing = true;                 // length-aware packing
+  double max_padding_ratio = 1.15;     // packed batches: padded <= ratio x real tokens; 0 = no bound
   // Graceful drain on SIGTERM/SIGINT: in-flight calls get this long, seconds. Default 30.
   int drain_timeout_s = 30;
   // Hot reload: poll each model directory every this many seconds and load

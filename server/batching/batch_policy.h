@@ -24,8 +24,8 @@
 // batch fits (count <= max_batch_size and count * longest <= budget). With
 // packing, the candidates are the `packing_window_items` oldest items; they
 // are sorted by length and the contiguous run (in that order) that contains
-// the oldest item, fits the limits and holds the most items is taken, ties
-// broken by least padding. The oldest item is always in the batch, so every
+// the oldest item, fits the limits (max_padding_ratio included) and holds the
+// most items is taken, ties broken by least padding. The oldest item is always in the batch, so every
 // item is served after at most queue-length batches (no starvation). An item
 // longer than max_batch_tokens alone is sent alone.
 #pragma once
@@ -57,6 +57,14 @@ struct BatchPolicyOptions {
   // queue; otherwise at least max_batch_size. A larger window packs tighter
   // but reorders more (never starving: the oldest item always goes).
   int64_t packing_window_items = 0;
+  // Length-aware packing only: a batch's padded tokens (items x longest) may
+  // be at most this many times its real tokens; the items left out wait for
+  // the next batch (the oldest item always goes, so alone if it must).
+  // Default 1.15: on a CPU the cost of a pass is linear in padded tokens, so
+  // padding is compute thrown away, while a smaller batch costs little more
+  // per token (measured: docs/performance.md, row 7). 0 = no bound (the
+  // largest batches the other limits allow).
+  double max_padding_ratio = 1.15;
   // Form a batch as soon as a worker is idle, even before any other trigger
   // (DESIGN: "or a worker is idle"). Default on: lowest latency; under load
   // the workers are busy and batches fill up while they compute. Off: an

@@ -71,11 +71,13 @@ SchedulerCore::SchedulerCore(SchedulerOptions options)
   Logger("batching")
       ->debug(
           "scheduler '{}': max_batch_size={} max_batch_tokens={} "
-          "max_queue_delay_us={} packing={} max_queue_items={}",
+          "max_queue_delay_us={} packing={} max_padding_ratio={} "
+          "max_queue_items={}",
           options_.name, options_.policy.max_batch_size,
           options_.policy.max_batch_tokens,
           absl::ToInt64Microseconds(options_.policy.max_queue_delay),
-          options_.policy.packing, options_.max_queue_items);
+          options_.policy.packing, options_.policy.max_padding_ratio,
+          options_.max_queue_items);
 }
 
 SchedulerCore::~SchedulerCore() {

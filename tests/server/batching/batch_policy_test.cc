@@ -31,6 +31,9 @@ BatchPolicyOptions Options(int64_t size, int64_t tokens, bool packing) {
   options.max_batch_tokens = tokens;
   options.max_queue_delay = absl::Milliseconds(10);
   options.packing = packing;
+  // The padding bound has its own tests (PaddingBound*); the others check
+  // the rules before it.
+  options.max_padding_ratio = 0;
   return options;
 }
 
@@ -299,6 +302,117 @@ TEST(BatchPolicyPackingTest, PackingCutsPaddingOnMixedLengths) {
   EXPECT_LE(packed.max_wait_batches, 256);
 }
 
+TEST(BatchPolicyPackingTest, PaddingBoundLeavesMisfitsForTheNextBatch) {
+  auto options = Options(32, 1 << 20, /*packing=*/true);
+  options.max_padding_ratio = BatchPolicyOptions().max_padding_ratio;  // 1.15
+  // Oldest is 100: the 10s would make 5 x 100 = 500 padded for 320 real.
+  std::vector<QueuedItemInfo> items = {Item(100), Item(10), Item(10),
+                                       Item(105), Item(98)};
+  BatchDecision d = DecideBatch(options, items, kT0, /*worker_idle=*/true);
+  EXPECT_EQ(d.trigger, BatchTrigger::kIdleWorker);
+  EXPECT_THAT(d.batch, ElementsAre(0, 3, 4));
+  EXPECT_EQ(d.padded_tokens, 3 * 105);
+  EXPECT_EQ(d.real_tokens, 303);
+  // Left-out items are not a token-budget trigger: without an idle worker
+  // the batch waits for companions until the oldest's delay.
+  d = DecideBatch(options, items, kT0, /*worker_idle=*/false);
+  EXPECT_EQ(d.trigger, BatchTrigger::kNone);
+  EXPECT_EQ(d.wait_until, kT0 + absl::Milliseconds(10));
+  // No bound: everything goes together.
+  options.max_padding_ratio = 0;
+  d = DecideBatch(options, items, kT0, /*worker_idle=*/true);
+}
+
+TEST(BatchPolicyPackingTest, ShortOldestAmongLongOnesGoesAlone) {
+  auto options = Options(32, 1 << 20, /*packing=*/true);
+  options.max_padding_ratio = 1.15;
+  const std::vector<QueuedItemInfo> items = {Item(10), Item(200), Item(210)};
+  const BatchDecision d = DecideBatch(options, items, kT0, true);
+  EXPECT_THAT(d.batch, ElementsAre(0));
+  EXPECT_EQ(d.padded_tokens, 10);
+}
+
+// Brute force over every contiguous run (in length order) that holds the
+// oldest item: the policy's batch has the most items any admissible run has,
+// and is itself admissible.
+TEST(BatchPolicyPackingTest, PaddingBoundMatchesBruteForce) {
+  std::mt19937 rng(77);
+  for (int trial = 0; trial < 2000; ++trial) {
+    auto options = Options(1 + rng() % 12, 64 + rng() % 2000, true);
+    options.max_padding_ratio = 1.0 + (rng() % 60) / 100.0;
+    const int n = 1 + static_cast<int>(rng() % 16);
+    std::vector<QueuedItemInfo> items;
+    for (int i = 0; i < n; ++i) items.push_back(Item(1 + rng() % 300));
+    std::vector<int64_t> sorted;
+    for (const auto& item : items) sorted.push_back(item.num_tokens);
+    std::sort(sorted.begin(), sorted.end());
+    auto admissible = [&](int64_t count, int64_t longest, int64_t real) {
+      if (count > options.max_batch_size) return false;
+      if (count > 1 && count * longest > options.max_batch_tokens) return false;
+      return count == 1 || count * longest <= options.max_padding_ratio * real;
+    };
+    // Equal lengths are interchangeable, so "holds the oldest" = the run
+    // covers one position of the oldest's length.
+    const int64_t oldest = items[0].num_tokens;
+    int64_t most = 1;
+    for (int l = 0; l < n; ++l) {
+      int64_t real = 0;
+      for (int r = l; r < n; ++r) {
+        real += sorted[r];
+        if (sorted[l] > oldest || sorted[r] < oldest) continue;
+        if (admissible(r - l + 1, sorted[r], real)) most = std::max<int64_t>(most, r - l + 1);
+      }
+    }
+    const BatchDecision d = DecideBatch(options, items, kT0, true);
+    ASSERT_FALSE(d.batch.empty());
+    EXPECT_EQ(d.batch.front(), 0u);
+    const auto count = static_cast<int64_t>(d.batch.size());
+    int64_t longest = 0, real = 0;
+    for (size_t i : d.batch) {
+      longest = std::max(longest, items[i].num_tokens);
+      real += items[i].num_tokens;
+    }
+    EXPECT_TRUE(admissible(count, longest, real) || count == 1) << "trial " << trial;
+    EXPECT_EQ(count, most) << "trial " << trial;
+    EXPECT_EQ(d.padded_tokens, count * longest);
+    EXPECT_EQ(d.real_tokens, real);
+  }
+}
+
+// A busy server with one worker and 64 closed-loop clients keeps about half
+// of them queued: the window packing chooses from is small, and without a
+// padding bound almost every batch spans the whole 8-256 range.
+TEST(BatchPolicyPackingTest, PaddingBoundHoldsOnAShallowQueue) {
+  auto bounded = Options(32, 8192, true);
+  bounded.max_padding_ratio = BatchPolicyOptions().max_padding_ratio;
+  auto unbounded = bounded;
+  unbounded.max_padding_ratio = 0;
+  std::mt19937 rng(4321);
+  std::uniform_int_distribution<int64_t> length(8, 256);
+  int64_t padded[2] = {0, 0}, real[2] = {0, 0};
+  for (int which = 0; which < 2; ++which) {
+    const auto& options = which == 0 ? bounded : unbounded;
+    std::deque<QueuedItemInfo> queue;
+    for (int b = 0; b < 2000; ++b) {
+      while (queue.size() < 32) queue.push_back(Item(length(rng)));
+      const std::vector<QueuedItemInfo> infos(queue.begin(), queue.end());
+      const BatchDecision d = DecideBatch(options, infos, kT0, true);
+      ASSERT_FALSE(d.batch.empty());
+      padded[which] += d.padded_tokens;
+      real[which] += d.real_tokens;
+      for (auto it = d.batch.rbegin(); it != d.batch.rend(); ++it) {
+        queue.erase(queue.begin() + static_cast<long>(*it));
+      }
+    }
+  }
+  const double bounded_ratio = static_cast<double>(padded[0]) / real[0];
+  const double unbounded_ratio = static_cast<double>(padded[1]) / real[1];
+  std::printf("queue depth 32: padded/real %.3f bounded, %.3f unbounded\n",
+              bounded_ratio, unbounded_ratio);
+  EXPECT_LE(bounded_ratio, 1.15);
+  EXPECT_GT(unbounded_ratio, 1.3);
+}
+
 TEST(BatchPolicyOptionsTest, Validation) {
   BatchPolicyOptions options;
   EXPECT_TRUE(ValidateBatchPolicyOptions(options).ok());
@@ -316,6 +430,12 @@ TEST(BatchPolicyOptionsTest, Validation) {
   options = BatchPolicyOptions();
   options.packing_window_items = options.max_batch_size - 1;
   EXPECT_FALSE(ValidateBatchPolicyOptions(options).ok());
+  options = BatchPolicyOptions();
+  options.max_padding_ratio = 0.9;
+  EXPECT_THAT(std::string(ValidateBatchPolicyOptions(options).message()),
+              ::testing::HasSubstr("max_padding_ratio"));
+  options.max_padding_ratio = 0;
+  EXPECT_TRUE(ValidateBatchPolicyOptions(options).ok());
 }
 
 }  // namespace

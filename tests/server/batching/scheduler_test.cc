@@ -373,7 +373,7 @@ TEST_F(SchedulerTest, DelayTriggerOnFakeClock) {
   Outcomes out(3);
   auto scheduler = Make(options);
   for (int i = 0; i < 3; ++i)
-    ASSERT_TRUE(scheduler->Enqueue(out.Make(i, 5 + i)).ok());
+    ASSERT_TRUE(scheduler->Enqueue(out.Make(i, 20 + i)).ok());
   std::optional<IntScheduler::BatchType> batch;
   std::atomic<bool> returned{false};
   std::thread worker([&] {
@@ -388,15 +388,15 @@ TEST_F(SchedulerTest, DelayTriggerOnFakeClock) {
   ASSERT_TRUE(batch.has_value());
   EXPECT_EQ(batch->size(), 3u);
   EXPECT_EQ(batch->trigger(), BatchTrigger::kDelay);
-  EXPECT_EQ(batch->longest_tokens(), 7);
-  EXPECT_EQ(batch->padded_tokens(), 21);
-  EXPECT_EQ(batch->real_tokens(), 18);
+  EXPECT_EQ(batch->longest_tokens(), 22);
+  EXPECT_EQ(batch->padded_tokens(), 66);
+  EXPECT_EQ(batch->real_tokens(), 63);
   EXPECT_EQ(observer_->last_trigger(), BatchTrigger::kDelay);
   for (absl::Duration wait : observer_->waits()) {
     EXPECT_EQ(wait, absl::Milliseconds(10));
   }
-  EXPECT_EQ(observer_->padded_tokens(), 21);
-  EXPECT_EQ(observer_->real_tokens(), 18);
+  EXPECT_EQ(observer_->padded_tokens(), 66);
+  EXPECT_EQ(observer_->real_tokens(), 63);
   CompleteAll(*batch);
 }
 
