@@ -1,10 +1,13 @@
 #include "server/auth.h"
 
+#include <sys/stat.h>
+
 #include <fstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace dserve {
 
@@ -21,7 +24,22 @@ bool ConstantTimeEquals(absl::string_view given, absl::string_view secret) {
   return diff == 0;
 }
 
-absl::StatusOr<TokenAuth> TokenAuth::FromFile(const std::string& path) {
+absl::StatusOr<TokenAuth> TokenAuth::FromFile(const std::string& path, std::string* warning) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return absl::NotFoundError(absl::StrCat("--auth-token-file: cannot read ", path));
+  const unsigned mode = static_cast<unsigned>(st.st_mode) & 07777;
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat("--auth-token-file: ", path, " is not a regular file"));
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "--auth-token-file: %s is writable by group or other users (mode %04o): they could replace the token; "
+        "chmod 600 it",
+        path, mode));
+  }
+  if ((st.st_mode & S_IROTH) != 0 && warning != nullptr) {
+    *warning = absl::StrFormat("--auth-token-file: %s is readable by every user (mode %04o); chmod 600 it", path, mode);
+  }
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("--auth-token-file: cannot read ", path));
   std::string line;

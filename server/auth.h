@@ -12,8 +12,11 @@ namespace dserve {
 class TokenAuth {
  public:
   // Reads the first line of `path` (surrounding whitespace trimmed). Empty
-  // file or unreadable -> error naming the file.
-  static absl::StatusOr<TokenAuth> FromFile(const std::string& path);
+  // file, unreadable, not a regular file, or writable by group or other
+  // users (they could replace the token) -> error naming the file. Readable
+  // by other users -> `*warning` says so (when given): the token is a
+  // secret, but mounted secrets are often 0644 and only root-run.
+  static absl::StatusOr<TokenAuth> FromFile(const std::string& path, std::string* warning = nullptr);
   explicit TokenAuth(std::string token) : token_(std::move(token)) {}
 
   // `authorization` metadata value as sent: must be "Bearer <token>"

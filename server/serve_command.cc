@@ -81,11 +81,13 @@ int RunServe(const ServeOptions& options) {
 
   std::optional<TokenAuth> auth;
   if (!options.auth_token_file.empty()) {
-    auto token = TokenAuth::FromFile(options.auth_token_file);
+    std::string warning;
+    auto token = TokenAuth::FromFile(options.auth_token_file, &warning);
     if (!token.ok()) {
       std::cerr << "dserve serve: " << token.status().message() << "\n";
       return 2;
     }
+    if (!warning.empty()) std::cerr << "dserve serve: warning: " << warning << "\n";
     auth = *std::move(token);
   }
   auto credentials = Credentials(options);

@@ -1,10 +1,13 @@
 // TokenAuth and ConstantTimeEquals (server/auth.h).
 #include "server/auth.h"
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <fstream>
 #include <string>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 namespace dserve {
@@ -58,6 +61,37 @@ TEST(TokenAuth, FromFileReadsTheFirstLineAndNamesTheFile) {
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(std::string(missing.status().message()).find("--auth-token-file"), std::string::npos);
   std::remove(path.c_str());
+}
+
+TEST(TokenAuth, FromFileChecksThePermissions) {
+  const std::string path = ::testing::TempDir() + "/dserve_auth_test_token_mode";
+  {
+    std::ofstream(path) << "tok\n";
+  }
+  std::string warning;
+  ASSERT_EQ(chmod(path.c_str(), 0600), 0);
+  auto auth = TokenAuth::FromFile(path, &warning);
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  EXPECT_EQ(warning, "");
+  // Readable by everyone: loads, with a warning naming the file and mode.
+  ASSERT_EQ(chmod(path.c_str(), 0644), 0);
+  auth = TokenAuth::FromFile(path, &warning);
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  EXPECT_THAT(warning, ::testing::HasSubstr(path));
+  EXPECT_THAT(warning, ::testing::HasSubstr("0644"));
+  // Writable by others: refused, whoever could write it could change the token.
+  for (unsigned mode : {0620u, 0602u}) {
+    ASSERT_EQ(chmod(path.c_str(), mode), 0);
+    auth = TokenAuth::FromFile(path);
+    ASSERT_FALSE(auth.ok());
+    EXPECT_EQ(auth.status().code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_THAT(std::string(auth.status().message()), ::testing::HasSubstr("writable by group or other users"));
+  }
+  std::remove(path.c_str());
+  // A directory is not a token file.
+  auth = TokenAuth::FromFile(::testing::TempDir());
+  ASSERT_FALSE(auth.ok());
+  EXPECT_THAT(std::string(auth.status().message()), ::testing::HasSubstr("not a regular file"));
 }
 
 }  // namespace
