@@ -42,6 +42,7 @@ import os
 import platform
 import random
 import re
+import shlex
 import shutil
 import statistics
 import struct
@@ -91,6 +92,11 @@ class Harness:
         self.a = args
         self.mode = "tiny" if args.tiny else "quick" if args.quick else "full"
         self.m = dict(MODES[self.mode])
+        # Sanitizer builds (cmake/DserveSanitize.cmake) serve several times
+        # slower: the load windows grow so that calls still complete in them.
+        slow = float(os.environ.get("DSERVE_TEST_TIME_FACTOR", "1"))
+        for k in ("serve_duration", "serve_warmup", "pack_duration", "pack_warmup"):
+            self.m[k] *= slow
         if args.rounds:
             self.m["rounds"] = args.rounds
         self.build = os.path.abspath(args.build_dir)
@@ -370,7 +376,7 @@ class Harness:
         base = os.path.join(self.raw, f"server_{name}")
         out, err = open(base + ".out", "w"), open(base + ".log", "w")
         cmd = [self.dserve, "serve", "--model", f"classify={model_dir}", "--listen", "127.0.0.1:0",
-               "--metrics-listen", "127.0.0.1:0", *extra]
+               "--metrics-listen", "127.0.0.1:0", *shlex.split(self.a.server_args), *extra]
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=self.env)
         self.servers.append(proc)
         deadline = time.time() + 180
@@ -440,7 +446,8 @@ class Harness:
         out = self.run(["bash", os.path.join(REPO, "bench", "serve", "serve_bench.sh"), "--build-dir", self.build,
                         "--shared-dir", self.shared, "--model-dir", model, "--repeats", str(m["serve_repeats"]),
                         "--duration-s", str(m["serve_duration"]), "--warmup-s", str(m["serve_warmup"]),
-                        "--engine-lines", str(m["engine_lines"]), "--json", js], "serve_bench", timeout=1800)
+                        "--engine-lines", str(m["engine_lines"]), "--server-args", self.a.server_args,
+                        "--json", js], "serve_bench", timeout=1800)
         for line in out.splitlines():
             if line.startswith("repeat") or line.startswith("inputs"):
                 log("serve_bench: " + line)
@@ -712,8 +719,8 @@ class Harness:
         with open("/proc/loadavg") as f:
             machine["load_average_at_end"] = " ".join(f.read().split()[:3])
         head = (f"# dserve performance harness ({self.mode} mode)\n\n"
-                f"Command: `bash bench/run_all.sh{' --quick' if self.mode == 'quick' else ' --tiny' if self.mode == 'tiny' else ''}"
-                f" --out {self.a.out}`  ({elapsed / 60:.1f} min)\n\n"
+                f"Command: `bash bench/run_all.sh {' '.join(shlex.quote(a) for a in sys.argv[1:])}`"
+                f"  ({elapsed / 60:.1f} min)\n\n"
                 f"Machine: nproc {machine['nproc']}, {machine['cpu']}, flags {machine['flags']}, {machine['memory']}, "
                 f"Linux {machine['kernel']}; {machine['threads_used']} threads; eager torch {machine['torch_eager']}; "
                 f"commit {machine['commit']}; {machine['date']}; load average at start {machine['load_average_at_start']}, "
@@ -721,6 +728,11 @@ class Harness:
                 f"OMP_WAIT_POLICY {machine['omp_wait_policy']}, OPENBLAS_CORETYPE {machine['openblas_coretype']}\n")
         if self.mode == "tiny":
             head += "\nTINY MODE: tiny models; checks that every row runs, the figures mean nothing.\n"
+        busy = [float(x.split()[0]) for x in (machine["load_average_at_start"], machine["load_average_at_end"])]
+        if max(busy) > 0.75 * machine["nproc"]:
+            head += (f"\nBUSY MACHINE: 1-minute load average {busy[0]:.2f} at the start, {busy[1]:.2f} at the end on "
+                     f"{machine['nproc']} cores: other work shared the cores, so timings and ratios are unreliable "
+                     f"(multi-threaded forwards slow down several-fold when a core is taken).\n")
         md = [head, "| # | measure | configuration | measured | target | result |", "|---|---|---|---|---|---|"]
         for r in rows:
             md.append(f"| {r['row']} | {r['measure']} | {r['config']} | {r['measured']} | {r['target']} | "
@@ -760,6 +772,8 @@ def main():
     ap.add_argument("--demo-dir", default=os.path.join(REPO, "build", "demo"),
                     help="deploy/demo/train_demo_models.sh output (models/classify, data/)")
     ap.add_argument("--server-model", help="classify checkpoint for rows 5-8 (default: the demo classify model)")
+    ap.add_argument("--server-args", default="",
+                    help="extra `dserve serve` flags for every server of rows 5-9, e.g. '--max-padding-ratio 0'")
     ap.add_argument("--rounds", type=int, default=0, help="encoder rounds (default by mode)")
     ap.add_argument("--threads", type=int, default=0, help="intra-op threads for the encoder rows (default nproc)")
     ap.add_argument("--sections", default=",".join(SECTIONS), help="subset of " + ",".join(SECTIONS))

@@ -6,9 +6,14 @@
 #
 #   bash deploy/fuzz.sh --build --minutes 30               # every fuzzer, 30 min, nice 19
 #   bash deploy/fuzz.sh --seconds 60 fuzz_tokenizer         # one fuzzer, one minute
+#   bash deploy/fuzz.sh --cpu-minutes 30                    # each until it has had 30 CPU minutes
 #
 # Options:
 #   --minutes N | --seconds N   run time of each fuzzer (default 60 s)
+#   --cpu-minutes N             run each fuzzer in runs of --seconds (default then
+#                               600) until its CPU time reaches N minutes: the
+#                               measure that counts on a shared, busy machine
+#                               (the runs continue one corpus; figures are summed)
 #   --build-dir DIR             the fuzz build (default build-fuzz)
 #   --build                     configure (clang++, -DDSERVE_FUZZ=ON) and build it first
 #   --out DIR                   logs, crashes, summary (default BUILD/fuzz-runs/DATE)
@@ -23,7 +28,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-seconds=60
+seconds=""
+cpu_minutes=0
 build_dir=build-fuzz
 build=0
 out=""
@@ -35,6 +41,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --minutes) seconds=$(( $2 * 60 )); shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
+    --cpu-minutes) cpu_minutes=$2; shift 2 ;;
     --build-dir) build_dir=$2; shift 2 ;;
     --build) build=1; shift ;;
     --out) out=$2; shift 2 ;;
@@ -46,6 +53,11 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
   esac
 done
+
+case "$cpu_minutes" in ''|*[!0-9]*) echo "fuzz.sh: --cpu-minutes takes whole minutes, got '$cpu_minutes'" >&2; exit 2 ;; esac
+if [ -z "$seconds" ]; then
+  if [ "$cpu_minutes" -gt 0 ]; then seconds=600; else seconds=60; fi
+fi
 
 if [ "$build" -eq 1 ]; then
   export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
@@ -75,7 +87,11 @@ out=$(cd "$out" && pwd)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
-echo "fuzz.sh: ${#targets[@]} fuzzers x ${seconds}s (nice ${nice_level}, rss limit ${rss_mb} MB) -> $out"
+if [ "$cpu_minutes" -gt 0 ]; then
+  echo "fuzz.sh: ${#targets[@]} fuzzers, each until ${cpu_minutes} CPU min (runs of ${seconds}s, nice ${nice_level}, rss limit ${rss_mb} MB) -> $out"
+else
+  echo "fuzz.sh: ${#targets[@]} fuzzers x ${seconds}s (nice ${nice_level}, rss limit ${rss_mb} MB) -> $out"
+fi
 pids=()
 for t in "${targets[@]}"; do
   dir=$out/$t
@@ -88,9 +104,17 @@ for t in "${targets[@]}"; do
   [ -f "tests/fuzz/dictionaries/$t.dict" ] && args=(-dict="$root/tests/fuzz/dictionaries/$t.dict" "${args[@]}")
   echo "$corpus" > "$dir/corpus_dir"
   (
+    # One line "wall user sys" per run in $dir/time; the log holds every run.
     TIMEFORMAT='%R %U %S'
-    rc=0
-    { time nice -n "$nice_level" "$bin/$t" "${args[@]}" > "$dir/log" 2>&1 || rc=$?; } 2> "$dir/time"
+    : > "$dir/log"
+    : > "$dir/time"
+    while true; do
+      rc=0
+      { time nice -n "$nice_level" "$bin/$t" "${args[@]}" >> "$dir/log" 2>&1 || rc=$?; } 2>> "$dir/time"
+      [ "$rc" -eq 0 ] && [ "$cpu_minutes" -gt 0 ] || break
+      cpu=$(awk '{c += $2 + $3} END {print int(c)}' "$dir/time")
+      [ "$cpu" -lt $(( cpu_minutes * 60 )) ] || break
+    done
     echo "$rc" > "$dir/rc"
   ) &
   pids+=($!)
@@ -100,16 +124,19 @@ for p in "${pids[@]}"; do wait "$p" || true; done
 # Summary: figures from libFuzzer's final stats and last status line.
 summary=$out/summary.md
 {
-  echo "| target | wall min | CPU min | executions | exec/s | cov | ft | corpus (files / bytes) | peak RSS MB | crashes |"
-  echo "|---|---|---|---|---|---|---|---|---|---|"
+  echo "| target | runs | wall min | CPU min | executions | exec/CPU-s | cov | ft | corpus (files / bytes) | peak RSS MB | crashes |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
 } > "$summary"
 failed=0
 for t in "${targets[@]}"; do
   dir=$out/$t
   log=$dir/log
-  read -r wall user sys < "$dir/time" || { wall=0; user=0; sys=0; }
+  read -r runs wall cpu < <(awk '{n++; w += $1; c += $2 + $3} END {printf "%d %.1f %.1f\n", n, w, c}' "$dir/time")
   rc=$(cat "$dir/rc" 2>/dev/null || echo 1)
-  stat() { grep -o "stat::$1: *[0-9]*" "$log" | tail -1 | grep -o '[0-9]*$' || echo "?"; }
+  # Summed over the runs (executions) or the largest (peak RSS).
+  stat() { grep -o "stat::$1: *[0-9]*" "$log" | grep -o '[0-9]*$' |
+           awk -v how="$2" '{s += $1; if ($1 > m) m = $1; n++} END {if (!n) print "?"; else print (how == "max" ? m : s)}'; }
+  execs=$(stat number_of_executed_units sum)
   status_line=$(grep -E '^#[0-9]+.*cov: ' "$log" | tail -1 || true)
   field() { echo "$status_line" | grep -oE "$1: [0-9]+" | grep -oE '[0-9]+$' || echo "?"; }
   corpus=$(cat "$dir/corpus_dir")
@@ -121,10 +148,10 @@ for t in "${targets[@]}"; do
     failed=1
     [ "$crashes" -eq 0 ] && crashes="exit $rc"
   fi
-  printf '| %s | %.1f | %.1f | %s | %s | %s | %s | %s / %s | %s | %s |\n' "$t" \
-    "$(awk -v w="$wall" 'BEGIN {print w / 60}')" "$(awk -v u="$user" -v s="$sys" 'BEGIN {print (u + s) / 60}')" \
-    "$(stat number_of_executed_units)" "$(stat average_exec_per_sec)" "$(field cov)" "$(field ft)" \
-    "$files" "$bytes" "$(stat peak_rss_mb)" "$crashes" >> "$summary"
+  printf '| %s | %s | %.1f | %.1f | %s | %s | %s | %s | %s / %s | %s | %s |\n' "$t" "$runs" \
+    "$(awk -v w="$wall" 'BEGIN {print w / 60}')" "$(awk -v c="$cpu" 'BEGIN {print c / 60}')" \
+    "$execs" "$(awk -v e="$execs" -v c="$cpu" 'BEGIN {if (c > 0 && e != "?") printf "%d", e / c; else print "?"}')" \
+    "$(field cov)" "$(field ft)" "$files" "$bytes" "$(stat peak_rss_mb max)" "$crashes" >> "$summary"
 done
 cat "$summary"
 if [ "$failed" -ne 0 ]; then
