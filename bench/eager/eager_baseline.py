@@ -377,6 +377,9 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--model", help="checkpoint dir to time instead of the random v3-base shape")
     ap.add_argument("--json", action="store_true", help="print one JSON object only")
+    ap.add_argument("--profile", metavar="FILE",
+                    help="after the timing, profile one more forward and write a Chrome trace (read it with "
+                         "bench/profile_summary.py FILE, as dserve bench encoder --profile)")
     a = ap.parse_args(argv)
     if a.threads > 0:
         torch.set_num_threads(a.threads)
@@ -393,6 +396,12 @@ def main(argv=None):
     else:
         ap.error("--length exceeds max_position_embeddings of a model with absolute positions")
     times = time_forward(model, a.batch, a.length, a.repeats, a.warmup, a.seed)
+    if a.profile:
+        g = torch.Generator().manual_seed(a.seed + 1)
+        ids = torch.randint(4, model.c.vocab_size, (a.batch, a.length), generator=g)
+        with torch.inference_mode(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            model(ids, torch.ones_like(ids))
+        prof.export_chrome_trace(a.profile)
     result = {
         "dtype": a.dtype, "batch": a.batch, "length": a.length,
         "threads": torch.get_num_threads(), "median_s": statistics.median(times),

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 
 #ifdef DSERVE_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -241,6 +242,7 @@ bool FusedLinearApplies(const torch::Tensor& x, const torch::Tensor& weight, con
 }
 
 torch::Tensor FusedLinear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  RECORD_FUNCTION("dserve::fused_linear", std::vector<c10::IValue>());  // named in profiles
   TORCH_CHECK(FusedLinearApplies(x, weight, bias), "fused linear: not available for these tensors");
   const torch::Tensor in = x.contiguous();
   const int64_t k = weight.size(1), n = weight.size(0), m = in.numel() / std::max<int64_t>(k, 1);
@@ -278,6 +280,7 @@ bool FusedAddLayerNormApplies(const torch::Tensor& x, const torch::Tensor& weigh
 
 torch::Tensor FusedAddLayerNorm(const torch::Tensor& x, const torch::Tensor& residual, const torch::Tensor& weight,
                                 const torch::Tensor& bias, double eps) {
+  RECORD_FUNCTION("dserve::fused_add_layer_norm", std::vector<c10::IValue>());
   TORCH_CHECK(FusedAddLayerNormApplies(x, weight, bias), "fused layer norm: not available for these tensors");
   torch::Tensor r;
   if (residual.defined()) {
@@ -307,6 +310,7 @@ torch::Tensor FusedAddLayerNorm(const torch::Tensor& x, const torch::Tensor& res
 }
 
 torch::Tensor FusedAttention(const FusedAttentionInput& in) {
+  RECORD_FUNCTION("dserve::fused_attention", std::vector<c10::IValue>());
   TORCH_CHECK(FusedAttentionApplies(in.qkv), "fused attention: not available for this tensor");
   TORCH_CHECK(in.qkv.dim() == 3 && in.qkv.is_contiguous() && in.qkv.size(2) == 3 * in.heads * in.head_size,
               "fused attention: qkv must be contiguous [B, L, 3*h*d]");

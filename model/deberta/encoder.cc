@@ -231,6 +231,7 @@ absl::StatusOr<std::unique_ptr<DebertaEncoder>> DebertaEncoder::Create(const Mod
 
 absl::Status DebertaEncoder::Prepare() {
   ASSIGN_OR_RETURN(hidden_act_, ActivationByName(config_.hidden_act));
+  ASSIGN_OR_RETURN(hidden_act_in_place_, InPlaceActivationByName(config_.hidden_act));
   ASSIGN_OR_RETURN(conv_act_, ActivationByName(config_.conv_act));
   heads_ = config_.num_attention_heads;
   head_size_ = config_.head_size();
@@ -411,7 +412,9 @@ torch::Tensor DebertaEncoder::LayerImpl(int64_t index, const LayerCache& cache,
                                         const Relative& relative, const Dropout& dropout) const {
   const LayerWeights& layer = Layer(index);
   auto attention = Attention(layer, cache, hidden, query_states, masks, relative, dropout);
-  auto inner = hidden_act_(Linear(attention, layer.intermediate, options_.kernels.linear));
+  // The intermediate is a temporary: without autograd, activate it in place.
+  auto inner = Linear(attention, layer.intermediate, options_.kernels.linear);
+  inner = at::GradMode::is_enabled() ? hidden_act_(inner) : hidden_act_in_place_(inner);
   return AddNorm(Linear(inner, layer.output, options_.kernels.linear), attention, layer.output_norm,
                  config_.layer_norm_eps, dropout.hidden, options_.kernels.add_layer_norm);
 }

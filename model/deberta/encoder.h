@@ -180,6 +180,7 @@ class DebertaEncoder {
   Options options_;
   RelativePositionMap relative_map_;
   Activation hidden_act_ = nullptr;
+  Activation hidden_act_in_place_ = nullptr;
   Activation conv_act_ = nullptr;
   int64_t heads_ = 0;
   int64_t head_size_ = 0;

@@ -92,6 +92,14 @@ torch::Tensor Tanh(const torch::Tensor& x) { return torch::tanh(x); }
 torch::Tensor Silu(const torch::Tensor& x) { return torch::silu(x); }
 torch::Tensor Sigmoid(const torch::Tensor& x) { return torch::sigmoid(x); }
 torch::Tensor Identity(const torch::Tensor& x) { return x; }
+// In place: the caller hands over a temporary (see the header).
+torch::Tensor& Mut(const torch::Tensor& x) { return const_cast<torch::Tensor&>(x); }
+torch::Tensor GeluErfInPlace(const torch::Tensor& x) { return at::gelu_(Mut(x)); }
+torch::Tensor GeluTanhInPlace(const torch::Tensor& x) { return at::gelu_(Mut(x), "tanh"); }
+torch::Tensor ReluInPlace(const torch::Tensor& x) { return at::relu_(Mut(x)); }
+torch::Tensor TanhInPlace(const torch::Tensor& x) { return at::tanh_(Mut(x)); }
+torch::Tensor SiluInPlace(const torch::Tensor& x) { return at::silu_(Mut(x)); }
+torch::Tensor SigmoidInPlace(const torch::Tensor& x) { return at::sigmoid_(Mut(x)); }
 }  // namespace
 
 absl::StatusOr<Activation> ActivationByName(absl::string_view name) {
@@ -101,6 +109,17 @@ absl::StatusOr<Activation> ActivationByName(absl::string_view name) {
   if (name == "tanh") return &Tanh;
   if (name == "silu" || name == "swish") return &Silu;
   if (name == "sigmoid") return &Sigmoid;
+  if (name == "linear") return &Identity;
+  return absl::InvalidArgumentError(absl::StrCat("unknown activation '", name, "'"));
+}
+
+absl::StatusOr<Activation> InPlaceActivationByName(absl::string_view name) {
+  if (name == "gelu" || name == "gelu_python") return &GeluErfInPlace;
+  if (name == "gelu_new" || name == "gelu_fast" || name == "gelu_pytorch_tanh") return &GeluTanhInPlace;
+  if (name == "relu") return &ReluInPlace;
+  if (name == "tanh") return &TanhInPlace;
+  if (name == "silu" || name == "swish") return &SiluInPlace;
+  if (name == "sigmoid") return &SigmoidInPlace;
   if (name == "linear") return &Identity;
   return absl::InvalidArgumentError(absl::StrCat("unknown activation '", name, "'"));
 }
