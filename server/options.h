@@ -33,10 +33,11 @@ struct ServeOptions {
   // fp32 | bf16 | fp16. Default fp32 (bf16 is faster on AVX512-BF16/AMX CPUs
   // and on GPUs, and keeps classification argmax on our goldens).
   std::string dtype = "fp32";
-  // Worker threads per model, each pulling batches; 0 = 1 per model on CPU
-  // (intra-op threads do the parallel work), 2 on CUDA (overlap copies).
+  // Worker threads per model, each pulling batches; 0 = auto: on CPU one
+  // single-threaded worker per core of the model's share of the usable cores
+  // (affinity and cgroup quota), at most 4; 2 on CUDA (overlap copies).
   int workers = 0;
-  // Intra-op (torch) threads per worker on CPU; 0 = cores / workers.
+  // Intra-op (torch) threads per worker on CPU; 0 = cores / (workers x models).
   int threads_per_worker = 0;
   // Batching (see server/batching/batch_policy.h for the trade-offs).
   int64_t max_batch_size = 32;         // items per batch

@@ -32,6 +32,7 @@
 #include "model/train/progress.h"
 #include "model/train/trainable_model.h"
 #include "model/util/logging.h"
+#include "model/util/process.h"
 #include "model/util/status_macros.h"
 
 namespace dserve {
@@ -239,7 +240,7 @@ absl::Status Trainer::Setup() {
   if (o_.threads > 0) {
     at::set_num_threads(o_.threads);
   } else if (o_.world_size > 1) {
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int cores = UsableCpuCores();
     at::set_num_threads(std::max(1, cores / o_.world_size));
   }
   ASSIGN_OR_RETURN(comm_, Communicator::Create(copts));

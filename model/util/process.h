@@ -17,4 +17,15 @@ void TuneMalloc();
 // returns only when no re-exec was needed or it failed.
 void EnsurePassiveOpenMpWait(char** argv);
 
+// The cores this process may use: the CPUs of its affinity mask, lowered to
+// the cgroup CPU quota when one is set (a Kubernetes CPU limit: cgroup v2
+// cpu.max or v1 cpu.cfs_quota_us / cpu.cfs_period_us, rounded up). At
+// least 1. std::thread::hardware_concurrency() counts the host's cores
+// instead, which oversubscribes a container.
+int UsableCpuCores();
+
+// The quota in cores of a cgroup v2 `cpu.max` line ("150000 100000" -> 2,
+// rounded up); 0 when unlimited ("max 100000") or unreadable.
+int CoresFromCgroupCpuMax(const char* line);
+
 }  // namespace dserve
