@@ -102,26 +102,35 @@ torch::Tensor SiluInPlace(const torch::Tensor& x) { return at::silu_(Mut(x)); }
 torch::Tensor SigmoidInPlace(const torch::Tensor& x) { return at::sigmoid_(Mut(x)); }
 }  // namespace
 
-absl::StatusOr<Activation> ActivationByName(absl::string_view name) {
-  if (name == "gelu" || name == "gelu_python") return &GeluErf;
-  if (name == "gelu_new" || name == "gelu_fast" || name == "gelu_pytorch_tanh") return &GeluTanh;
-  if (name == "relu") return &Relu;
-  if (name == "tanh") return &Tanh;
-  if (name == "silu" || name == "swish") return &Silu;
-  if (name == "sigmoid") return &Sigmoid;
-  if (name == "linear") return &Identity;
+namespace {
+struct ActivationPair {
+  Activation out_of_place, in_place;
+};
+// HF's ACT2FN names -> the two forms of each activation.
+absl::StatusOr<ActivationPair> ActivationPairByName(absl::string_view name) {
+  if (name == "gelu" || name == "gelu_python") return ActivationPair{&GeluErf, &GeluErfInPlace};
+  if (name == "gelu_new" || name == "gelu_fast" || name == "gelu_pytorch_tanh") {
+    return ActivationPair{&GeluTanh, &GeluTanhInPlace};
+  }
+  if (name == "relu") return ActivationPair{&Relu, &ReluInPlace};
+  if (name == "tanh") return ActivationPair{&Tanh, &TanhInPlace};
+  if (name == "silu" || name == "swish") return ActivationPair{&Silu, &SiluInPlace};
+  if (name == "sigmoid") return ActivationPair{&Sigmoid, &SigmoidInPlace};
+  if (name == "linear") return ActivationPair{&Identity, &Identity};
   return absl::InvalidArgumentError(absl::StrCat("unknown activation '", name, "'"));
+}
+}  // namespace
+
+absl::StatusOr<Activation> ActivationByName(absl::string_view name) {
+  auto pair = ActivationPairByName(name);
+  if (!pair.ok()) return pair.status();
+  return pair->out_of_place;
 }
 
 absl::StatusOr<Activation> InPlaceActivationByName(absl::string_view name) {
-  if (name == "gelu" || name == "gelu_python") return &GeluErfInPlace;
-  if (name == "gelu_new" || name == "gelu_fast" || name == "gelu_pytorch_tanh") return &GeluTanhInPlace;
-  if (name == "relu") return &ReluInPlace;
-  if (name == "tanh") return &TanhInPlace;
-  if (name == "silu" || name == "swish") return &SiluInPlace;
-  if (name == "sigmoid") return &SigmoidInPlace;
-  if (name == "linear") return &Identity;
-  return absl::InvalidArgumentError(absl::StrCat("unknown activation '", name, "'"));
+  auto pair = ActivationPairByName(name);
+  if (!pair.ok()) return pair.status();
+  return pair->in_place;
 }
 
 }  // namespace dserve
