@@ -1,5 +1,7 @@
 #include "server/worker_pool.h"
 
+#include <pthread.h>
+
 #include "absl/strings/str_cat.h"
 #include "model/util/logging.h"
 #include "server/metrics.h"
@@ -14,11 +16,17 @@ absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Create(std::shared_ptr<c
   pool->model_ = std::move(model);
   pool->metrics_ = std::move(metrics);
   options.scheduler.observer = pool->metrics_;
+  const std::string name = options.scheduler.name;
   auto scheduler = ItemScheduler::Create(std::move(options.scheduler));
   if (!scheduler.ok()) return scheduler.status();
   pool->scheduler_ = *std::move(scheduler);
   for (int i = 0; i < options.workers; ++i) {
-    pool->threads_.emplace_back(&WorkerPool::WorkerLoop, pool.get(), options.threads_per_worker);
+    // "dsw-NAME-I" in top -H, perf and gdb (15 characters at most).
+    std::string thread_name = absl::StrCat("dsw-", name.substr(0, 7), "-", i).substr(0, 15);
+    pool->threads_.emplace_back([p = pool.get(), threads = options.threads_per_worker, thread_name] {
+      pthread_setname_np(pthread_self(), thread_name.c_str());
+      p->WorkerLoop(threads);
+    });
   }
   return pool;
 }

@@ -12,8 +12,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +27,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "server/metrics.h"
 
 namespace dserve {
@@ -147,6 +151,27 @@ TEST(WorkerPoolTest, RejectsZeroWorkers) {
   ASSERT_FALSE(pool.ok());
   EXPECT_EQ(pool.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(pool.status().message(), "workers")) << pool.status();
+}
+
+// Worker threads carry the model's name (top -H, perf, gdb): "dsw-m-0"...
+TEST(WorkerPoolTest, WorkerThreadsAreNamedAfterTheModel) {
+  Fixture f;
+  WorkerPoolOptions options;
+  options.workers = 2;
+  options.threads_per_worker = 1;
+  ASSERT_TRUE(f.Start("cls_factorized", "classify", options));
+  std::set<std::string> names;
+  for (int attempt = 0; attempt < 100 && names.size() < 2; ++attempt) {
+    names.clear();
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+      std::ifstream comm(entry.path() / "comm");
+      std::string name;
+      std::getline(comm, name);
+      if (absl::StartsWith(name, "dsw-")) names.insert(name);
+    }
+    if (names.size() < 2) absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"dsw-m-0", "dsw-m-1"}));
 }
 
 // 6 threads x 8 requests of 1-3 items of 3-24 tokens, 3 workers: every item
