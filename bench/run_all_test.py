@@ -25,7 +25,9 @@ class RunAllTiny(unittest.TestCase):
             out = os.path.join(tmp, "out")
             p = subprocess.run(["/usr/bin/python3", os.path.join(HERE, "run_all.py"), "--tiny", "--out", out,
                                 "--build-dir", BUILD, "--shared-dir", SHARED, "--demo-dir",
-                                os.path.join(tmp, "no_demo")], capture_output=True, text=True, timeout=300)
+                                os.path.join(tmp, "no_demo")], capture_output=True, text=True,
+                               # Sanitizer builds run slower (cmake/DserveSanitize.cmake sets the factor).
+                               timeout=300 * float(os.environ.get("DSERVE_TEST_TIME_FACTOR", "1")))
             self.assertEqual(p.returncode, 0, p.stdout[-3000:] + p.stderr[-3000:])
             self.assertRegex(p.stdout, r"Machine: nproc \d+, .+, flags ")
             for n in range(1, 10):

@@ -82,10 +82,12 @@ if("thread" IN_LIST _dserve_san_list)
     message(FATAL_ERROR "DSERVE_ABSL_SOURCE_DIR: abseil release ${_version_source} "
       "(${DSERVE_ABSL_SOURCE_DIR}) is not the installed ${_version_installed} (${_absl_config_h})")
   endif()
-  add_library(dserve_tsan_absl_mutex OBJECT "${_mutex_cc}")
-  target_link_libraries(dserve_tsan_absl_mutex PRIVATE absl::synchronization)
-  # Every target created after this (all of ours) links the object file.
-  link_libraries(dserve_tsan_absl_mutex)
+  # With it, tests/sanitizers/tsan_grpc_handoff.cc: the same kind of hand-off
+  # inside gRPC core (start a batch on one thread, its completion on another).
+  add_library(dserve_tsan_support OBJECT "${_mutex_cc}" "${CMAKE_SOURCE_DIR}/tests/sanitizers/tsan_grpc_handoff.cc")
+  target_link_libraries(dserve_tsan_support PRIVATE absl::synchronization)
+  # Every target created after this (all of ours) links the object files.
+  link_libraries(dserve_tsan_support)
   message(STATUS "dserve: TSan-annotated absl::Mutex from ${_mutex_cc} (abseil ${_version_source})")
 endif()
 
@@ -147,13 +149,27 @@ if("thread" IN_LIST _dserve_san_list)
   # thread there is no pool and no false report (docs/reliability.md).
   list(APPEND DSERVE_SANITIZER_TEST_ENV
     "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:history_size=4:ignore_noninstrumented_modules=1:suppressions=${_dserve_supp}/tsan.supp"
-    "OMP_NUM_THREADS=1")
+    "OMP_NUM_THREADS=1"
+    # Tests that count work done in a fixed window run it this much longer
+    # (tests/e2e/e2e_support.py, bench/run_all.py): our own encoder kernels
+    # are instrumented and run ~18x slower (an 8x256 forward of the tiny test
+    # model, 1 thread: 1.21 s vs 0.067 s), so one full batch of the tiny bench
+    # (32 x 256 tokens) takes ~5 s, more than the 1.5 s (x3: 4.5 s) load window
+    # of `run_all.py --tiny`. TSan's shadow memory grows with the memory touched.
+    "DSERVE_TEST_TIME_FACTOR=6"
+    "DSERVE_TEST_RSS_SLACK_MB=64")
 else()
   set(_dserve_factor 4)
   if("address" IN_LIST _dserve_san_list)
     list(APPEND DSERVE_SANITIZER_TEST_ENV
-      "ASAN_OPTIONS=detect_leaks=1:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=1:strict_string_checks=1:suppressions=${_dserve_supp}/asan.supp"
-      "LSAN_OPTIONS=suppressions=${_dserve_supp}/lsan.supp:print_suppressions=0")
+      # quarantine_size_mb: freed blocks ASan holds back to catch use after
+      # free (default 256 MB per process; 64 keeps many e2e servers within
+      # this machine's memory). DSERVE_TEST_RSS_SLACK_MB: what the memory
+      # checks of the e2e tests allow on top (the quarantine plus the
+      # allocator's caches: the flood test's server grew 107 MB with 64).
+      "ASAN_OPTIONS=detect_leaks=1:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=1:strict_string_checks=1:quarantine_size_mb=64:suppressions=${_dserve_supp}/asan.supp"
+      "LSAN_OPTIONS=suppressions=${_dserve_supp}/lsan.supp:print_suppressions=0"
+      "DSERVE_TEST_RSS_SLACK_MB=128")
   endif()
   if("undefined" IN_LIST _dserve_san_list)
     list(APPEND DSERVE_SANITIZER_TEST_ENV

@@ -37,6 +37,12 @@ SOURCE = os.environ["DSERVE_SOURCE_DIR"]
 PROMTOOL = os.environ.get("DSERVE_PROMTOOL") or "promtool"
 OPENSSL = os.environ.get("DSERVE_OPENSSL") or "openssl"
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+# Sanitizer builds (cmake/DserveSanitize.cmake) set these for tests whose
+# expectations are about resources, not results: compute runs TIME_FACTOR
+# times slower (TSan), and the allocator keeps up to RSS_SLACK bytes of freed
+# memory a plain build would reuse (ASan's quarantine and caches).
+TIME_FACTOR = float(os.environ.get("DSERVE_TEST_TIME_FACTOR", "1"))
+RSS_SLACK = int(os.environ.get("DSERVE_TEST_RSS_SLACK_MB", "0")) << 20
 
 if not os.path.exists(os.path.join(STUBS, "dserve", "v1", "inference_pb2_grpc.py")):
     sys.exit("e2e: no Python stubs in %s; build them first: ninja e2e" % STUBS)

@@ -154,7 +154,7 @@ class SustainedFloodTest(unittest.TestCase):
     when the flood stops."""
 
     QUEUE_ITEMS, BATCH, QUEUE_DELAY_US = 4, 2, 2000
-    THREADS, DURATION_S = 32, 3.0
+    THREADS, DURATION_S = 32, 3.0 * e2e.TIME_FACTOR
 
     @classmethod
     def setUpClass(cls):
@@ -237,8 +237,8 @@ class SustainedFloodTest(unittest.TestCase):
         # ... and spent nothing else but tokenizing and decoding.
         self.assertLess(worst_extra_us, slack_us)
         # Memory stays bounded (rejected calls hold nothing).
-        self.assertLess(max(rss_samples) - rss_start, 64 << 20)
-        self.assertLess(rss_end - rss_start, 64 << 20)
+        self.assertLess(max(rss_samples) - rss_start, (64 << 20) + e2e.RSS_SLACK)
+        self.assertLess(rss_end - rss_start, (64 << 20) + e2e.RSS_SLACK)
         self.assertLess(max(recovery), 1.0)
         self.assertEqual(e2e.metric_value(after, "dserve_queue_items", model="classify"), 0)
         self.assertEqual(e2e.metric_value(after, "dserve_rejected_total", model="classify", reason="queue_full"),
