@@ -61,14 +61,17 @@ SECTIONS = ("encoder", "argmax", "serve", "packing", "rss")
 
 MODES = {
     # rounds: interleaved repeats of every encoder process (ours and eager);
-    # *_repeats: timed forwards inside each process (its median is taken).
-    "full": dict(rounds=3, enc_repeats=5, lat_repeats=10, eager_warmup=2, serve_repeats=3, serve_duration=5,
+    # *_repeats: timed forwards inside each process (its median is taken);
+    # warmup: untimed forwards before them, the same for ours and eager (with
+    # 1, the first dtype of a `dserve bench` process ran ~12% slow: its heap
+    # was still growing).
+    "full": dict(rounds=3, enc_repeats=5, lat_repeats=10, warmup=3, serve_repeats=3, serve_duration=5,
                  serve_warmup=2, engine_lines=2048, pack_repeats=3, pack_duration=5, pack_warmup=1,
                  tok_repeats=5, rss_requests=64, rss_concurrency=16),
-    "quick": dict(rounds=1, enc_repeats=3, lat_repeats=5, eager_warmup=1, serve_repeats=1, serve_duration=3,
+    "quick": dict(rounds=1, enc_repeats=3, lat_repeats=5, warmup=2, serve_repeats=1, serve_duration=3,
                   serve_warmup=1, engine_lines=512, pack_repeats=1, pack_duration=3, pack_warmup=1,
                   tok_repeats=3, rss_requests=32, rss_concurrency=16),
-    "tiny": dict(rounds=1, enc_repeats=1, lat_repeats=1, eager_warmup=0, serve_repeats=1, serve_duration=1,
+    "tiny": dict(rounds=1, enc_repeats=1, lat_repeats=1, warmup=0, serve_repeats=1, serve_duration=1,
                  serve_warmup=0.5, engine_lines=64, pack_repeats=1, pack_duration=1, pack_warmup=0.5,
                  tok_repeats=1, rss_requests=16, rss_concurrency=8),
 }
@@ -187,8 +190,8 @@ class Harness:
     def ours(self, batch, dtypes, repeats, round_no):
         shape = self.enc_shape()[0]
         out = self.run([self.dserve, "bench", "encoder", "--shape", shape, "--batch-size", str(batch), "--length",
-                        "128", "--repeats", str(repeats), "--threads", str(self.threads), "--dtypes", dtypes,
-                        "--json"], f"encoder_ours_b{batch}")
+                        "128", "--repeats", str(repeats), "--warmup", str(self.m["warmup"]), "--threads",
+                        str(self.threads), "--dtypes", dtypes, "--json"], f"encoder_ours_b{batch}")
         r = self.last_json(out)
         log(f"round {round_no}: ours {batch}x128 " + ", ".join(
             f"{d} {v['median_s']:.4f} s (MFU {100 * v['mfu_vs_matmul']:.1f}%)" for d, v in r["dtypes"].items()))
@@ -201,7 +204,7 @@ class Harness:
             env.update(TUNED_MALLOC)
         out = self.run([PY, os.path.join(REPO, "bench", "eager", "eager_baseline.py"), "--batch", str(batch),
                         "--length", "128", "--dtype", dtype, "--threads", str(self.threads), "--repeats",
-                        str(repeats), "--warmup", str(self.m["eager_warmup"]), "--json", *shape_arg],
+                        str(repeats), "--warmup", str(self.m["warmup"]), "--json", *shape_arg],
                        f"encoder_eager_b{batch}", env=env)
         r = self.last_json(out)
         log(f"round {round_no}: eager {batch}x128 {dtype} malloc {malloc}: {r['median_s']:.4f} s")

@@ -352,7 +352,12 @@ torch::Tensor DebertaEncoder::Attention(const LayerWeights& layer, const LayerCa
   torch::Tensor q, k, v;  // [B, h, L, d]; q carries the score scale once
   if (query_states == nullptr) {
     torch::Tensor fused = Linear(hidden, cache.qkv, options_.kernels.linear);  // [B, L, 3*h*d], queries pre-scaled
-    if (options_.kernels.attention && dropout.attention == 0 && FusedAttentionApplies(fused)) {
+    // bf16 with several intra-op threads: torch's path is faster (v3-base 8x128,
+    // 2 threads: 0.63 s per forward without the fused attention vs 0.72 s with
+    // it; at 1 thread the fused one is faster, 1.14 vs 1.18 CPU s), so the
+    // server's single-threaded workers keep it.
+    const bool bf16_threads = fused.scalar_type() == torch::kBFloat16 && at::get_num_threads() > 1;
+    if (options_.kernels.attention && dropout.attention == 0 && !bf16_threads && FusedAttentionApplies(fused)) {
       FusedAttentionInput in;
       in.qkv = fused.contiguous();
       in.heads = h;

@@ -13,7 +13,7 @@ struct EncoderBenchOptions {
   int batch_size = 8;
   int length = 128;
   int repeats = 5;                     // timed forwards per dtype (median reported)
-  int warmup = 1;
+  int warmup = 2;
   int threads = 0;                     // intra-op threads; 0 = all cores
   std::vector<std::string> dtypes = {"fp32", "bf16"};
   std::string device = "cpu";          // cpu | cuda | cuda:N (timings synchronise the device)

@@ -93,6 +93,8 @@ int main(int argc, char** argv) {
   bench_encoder->add_flag("--ablate-kernels", encoder_bench.ablate_kernels,
                           "also time each dtype with one fused CPU kernel off at a time, and with all off");
   bench_encoder->add_option("--repeats", encoder_bench.repeats)->capture_default_str();
+  bench_encoder->add_option("--warmup", encoder_bench.warmup, "untimed forwards before the timed ones, per row")
+      ->capture_default_str();
   bench_encoder->add_option("--threads", encoder_bench.threads, "0 = all cores")->capture_default_str();
   bench_encoder->add_option("--dtypes", encoder_bench.dtypes, "fp32,bf16")->delimiter(',')->capture_default_str();
   bench_encoder->add_option("--device", encoder_bench.device, "cpu|cuda|cuda:N")->capture_default_str();

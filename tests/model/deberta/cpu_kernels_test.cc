@@ -149,6 +149,13 @@ TEST_P(FusedAttentionTest, MatchesTorchPathInFp32) {
 }
 
 TEST_P(FusedAttentionTest, Bf16IsNoWorseThanTorchPath) {
+  // The encoder uses the bf16 fused attention with one intra-op thread only.
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  struct Restore {
+    int n;
+    ~Restore() { at::set_num_threads(n); }
+  } restore{threads};
   const ModelConfig config = Config(GetParam().overrides);
   const EncoderInput input = Input(37);
   const auto reference = Encode(config, torch::kFloat, false, input);
