@@ -180,7 +180,17 @@ class Harness:
             commit = "?"
         with open("/proc/loadavg") as f:
             load = " ".join(f.read().split()[:3])
-        return {"nproc": os.cpu_count(), "cpu": cpu, "flags": ",".join(flags), "memory": mem,
+
+        def cpu_times():
+            with open("/proc/stat") as f:
+                v = [int(x) for x in f.readline().split()[1:]]
+            return sum(v), v[3] + v[4]  # total, idle + iowait
+        # What other work takes of the cores right now (the load average lags by minutes).
+        t0, i0 = cpu_times()
+        time.sleep(2)
+        t1, i1 = cpu_times()
+        busy = 1 - (i1 - i0) / max(1, t1 - t0)
+        return {"busy_before_start": busy,"nproc": os.cpu_count(), "cpu": cpu, "flags": ",".join(flags), "memory": mem,
                 "kernel": platform.release(), "threads_used": self.threads, "torch_eager": torch_version,
                 "commit": commit, "load_average_at_start": load, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
                 "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "(unset)"),
@@ -726,16 +736,16 @@ class Harness:
                 f"  ({elapsed / 60:.1f} min)\n\n"
                 f"Machine: nproc {machine['nproc']}, {machine['cpu']}, flags {machine['flags']}, {machine['memory']}, "
                 f"Linux {machine['kernel']}; {machine['threads_used']} threads; eager torch {machine['torch_eager']}; "
-                f"commit {machine['commit']}; {machine['date']}; load average at start {machine['load_average_at_start']}, "
+                f"commit {machine['commit']}; {machine['date']}; CPU busy in the 2 s before the start "
+                f"{100 * machine['busy_before_start']:.0f}%; load average at start {machine['load_average_at_start']}, "
                 f"at end {machine['load_average_at_end']} (figures compare only on an otherwise idle machine); "
                 f"OMP_WAIT_POLICY {machine['omp_wait_policy']}, OPENBLAS_CORETYPE {machine['openblas_coretype']}\n")
         if self.mode == "tiny":
             head += "\nTINY MODE: tiny models; checks that every row runs, the figures mean nothing.\n"
-        busy = [float(x.split()[0]) for x in (machine["load_average_at_start"], machine["load_average_at_end"])]
-        if max(busy) > 0.75 * machine["nproc"]:
-            head += (f"\nBUSY MACHINE: 1-minute load average {busy[0]:.2f} at the start, {busy[1]:.2f} at the end on "
-                     f"{machine['nproc']} cores: other work shared the cores, so timings and ratios are unreliable "
-                     f"(multi-threaded forwards slow down several-fold when a core is taken).\n")
+        if machine["busy_before_start"] > 0.25:
+            head += (f"\nBUSY MACHINE: other work kept the cores {100 * machine['busy_before_start']:.0f}% busy just "
+                     f"before the start: timings and ratios are unreliable (multi-threaded forwards slow down "
+                     f"several-fold when a core is taken).\n")
         md = [head, "| # | measure | configuration | measured | target | result |", "|---|---|---|---|---|---|"]
         for r in rows:
             md.append(f"| {r['row']} | {r['measure']} | {r['config']} | {r['measured']} | {r['target']} | "
