@@ -185,6 +185,12 @@ absl::Status ParsePosAttType(FieldReader& reader, std::vector<std::string>* out)
   return absl::OkStatus();
 }
 
+// Labels of a classification head: far beyond any intent or ticket-routing
+// set, and small enough that a config alone cannot make the loader allocate
+// without bound (a fuzzed `"num_labels": 99991948` made it build 100M default
+// names, 1.5 GB).
+constexpr int64_t kMaxLabels = 100000;
+
 absl::Status ParseLabels(FieldReader& reader, ModelConfig* config) {
   config->id2label.clear();
   if (const json* v = reader.Get("id2label")) {
@@ -197,6 +203,9 @@ absl::Status ParseLabels(FieldReader& reader, ModelConfig* config) {
       if (!absl::SimpleAtoi(it.key(), &id) || id < 0) {
         return reader.Error("id2label", absl::StrCat("key \"", it.key(),
                                                      "\" is not a non-negative integer"));
+      }
+      if (id >= kMaxLabels) {
+        return reader.Error("id2label", absl::StrCat("id ", id, " is over the limit of ", kMaxLabels, " labels"));
       }
       if (!it.value().is_string()) {
         return reader.Error("id2label", absl::StrCat("value for \"", it.key(),
@@ -213,6 +222,9 @@ absl::Status ParseLabels(FieldReader& reader, ModelConfig* config) {
   if (reader.Has("num_labels") && num_labels <= 0) {
     return reader.Error("num_labels", absl::StrCat("must be positive, got ", num_labels));
   }
+  if (num_labels > kMaxLabels) {
+    return reader.Error("num_labels", absl::StrCat(num_labels, " is over the limit of ", kMaxLabels, " labels"));
+  }
   std::map<std::string, int64_t> label2id;
   bool has_label2id = false;
   if (const json* v = reader.Get("label2id")) {
@@ -226,6 +238,10 @@ absl::Status ParseLabels(FieldReader& reader, ModelConfig* config) {
         return reader.Error("label2id", absl::StrCat("value for \"", it.key(),
                                                      "\" must be a non-negative integer, got ",
                                                      Describe(it.value())));
+      }
+      if (it.value().get<int64_t>() >= kMaxLabels) {
+        return reader.Error("label2id", absl::StrCat("id ", it.value().get<int64_t>(), " is over the limit of ",
+                                                     kMaxLabels, " labels"));
       }
       label2id[it.key()] = it.value().get<int64_t>();
     }

@@ -230,6 +230,20 @@ TEST(ModelConfigLabels, NumLabelsWithoutId2Label) {
   EXPECT_FALSE(written.contains("num_labels"));
 }
 
+// Found by fuzz_config: `"num_labels": 99991948` made the loader build 100M
+// default label names (out of memory at 1.5 GB). Labels are capped at 100000.
+TEST(ModelConfigLabels, LabelCountsOverTheLimitAreErrors) {
+  ExpectError(With(Minimal(), "num_labels", 99991948), {"num_labels", "99991948", "limit of 100000 labels"});
+  ASSERT_TRUE(ModelConfig::FromJson(With(Minimal(), "num_labels", 100000)).ok());
+  ExpectError(With(Minimal(), "num_labels", 100001), {"num_labels", "limit of 100000"});
+  json config = Minimal();
+  config["id2label"] = {{"0", "a"}, {"100000", "b"}};
+  ExpectError(config, {"id2label", "id 100000", "limit of 100000"});
+  config = Minimal();
+  config["label2id"] = {{"a", 0}, {"b", 123456789}};
+  ExpectError(config, {"label2id", "id 123456789", "limit of 100000"});
+}
+
 TEST(ModelConfigLabels, Id2LabelWinsOverNumLabels) {
   json config = Minimal();
   config["id2label"] = {{"1", "pos"}, {"0", "neg"}};
