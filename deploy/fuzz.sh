@@ -19,6 +19,9 @@
 #   --out DIR                   logs, crashes, summary (default BUILD/fuzz-runs/DATE)
 #   --nice N                    niceness of the fuzzers (default 19: the machine stays usable)
 #   --rss-limit-mb N            libFuzzer -rss_limit_mb and -malloc_limit_mb (default 1536)
+#   --summarize DIR             only write DIR/summary.md from the logs of an earlier
+#                               or still running campaign (e.g. one stopped with
+#                               pkill -INT -f build-fuzz/bin/fuzz_)
 #   --fresh                     new inputs go to OUT/TARGET/corpus instead of the
 #                               persistent BUILD/fuzz-corpus/TARGET
 #   TARGET...                   fuzz_* names (default: every fuzzer built)
@@ -36,6 +39,7 @@ out=""
 nice_level=19
 rss_mb=1536
 fresh=0
+summarize=""
 targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -48,6 +52,7 @@ while [ $# -gt 0 ]; do
     --nice) nice_level=$2; shift 2 ;;
     --rss-limit-mb) rss_mb=$2; shift 2 ;;
     --fresh) fresh=1; shift ;;
+    --summarize) summarize=$2; shift 2 ;;
     -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
@@ -59,7 +64,14 @@ if [ -z "$seconds" ]; then
   if [ "$cpu_minutes" -gt 0 ]; then seconds=600; else seconds=60; fi
 fi
 
-if [ "$build" -eq 1 ]; then
+if [ -n "$summarize" ]; then
+  out=$(cd "$summarize" && pwd) || { echo "fuzz.sh: no campaign directory $summarize" >&2; exit 2; }
+  targets=()
+  for d in "$out"/fuzz_*/; do [ -f "$d/time" ] && targets+=("$(basename "$d")"); done
+  [ ${#targets[@]} -gt 0 ] || { echo "fuzz.sh: no fuzzer logs in $out" >&2; exit 2; }
+fi
+
+if [ -z "$summarize" ] && [ "$build" -eq 1 ]; then
   export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
   export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
   if [ ! -f "$build_dir/CMakeCache.txt" ]; then
@@ -68,6 +80,7 @@ if [ "$build" -eq 1 ]; then
   fi
   cmake --build "$build_dir" -j "${DSERVE_JOBS:-$(nproc)}"
 fi
+if [ -z "$summarize" ]; then
 build_dir=$(cd "$build_dir" 2>/dev/null && pwd) || { echo "fuzz.sh: no build directory $build_dir; use --build" >&2; exit 2; }
 bin=$build_dir/bin
 if [ ${#targets[@]} -eq 0 ]; then
@@ -111,7 +124,7 @@ for t in "${targets[@]}"; do
     while true; do
       rc=0
       { time nice -n "$nice_level" "$bin/$t" "${args[@]}" >> "$dir/log" 2>&1 || rc=$?; } 2>> "$dir/time"
-      [ "$rc" -eq 0 ] && [ "$cpu_minutes" -gt 0 ] || break
+      [ "$rc" -eq 0 ] && [ "$cpu_minutes" -gt 0 ] || break  # 72: stopped with SIGINT
       cpu=$(awk '{c += $2 + $3} END {print int(c)}' "$dir/time")
       [ "$cpu" -lt $(( cpu_minutes * 60 )) ] || break
     done
@@ -120,19 +133,20 @@ for t in "${targets[@]}"; do
   pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p" || true; done
+fi  # not --summarize
 
 # Summary: figures from libFuzzer's final stats and last status line.
 summary=$out/summary.md
 {
-  echo "| target | runs | wall min | CPU min | executions | exec/CPU-s | cov | ft | corpus (files / bytes) | peak RSS MB | crashes |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| target | runs | wall min | CPU min | executions | exec/CPU-s | cov | ft | corpus (files / bytes) | peak RSS MB | crashes | slow units |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 } > "$summary"
 failed=0
 for t in "${targets[@]}"; do
   dir=$out/$t
   log=$dir/log
   read -r runs wall cpu < <(awk '{n++; w += $1; c += $2 + $3} END {printf "%d %.1f %.1f\n", n, w, c}' "$dir/time")
-  rc=$(cat "$dir/rc" 2>/dev/null || echo 1)
+  rc=$(cat "$dir/rc" 2>/dev/null || echo running)  # 72: stopped with SIGINT (libFuzzer's interrupt exit code)
   # Summed over the runs (executions) or the largest (peak RSS).
   stat() { grep -o "stat::$1: *[0-9]*" "$log" | grep -o '[0-9]*$' |
            awk -v how="$2" '{s += $1; if ($1 > m) m = $1; n++} END {if (!n) print "?"; else print (how == "max" ? m : s)}'; }
@@ -143,22 +157,30 @@ for t in "${targets[@]}"; do
   files=$(find "$corpus" -type f | wc -l)
   bytes=$(find "$corpus" -type f -printf '%s\n' | awk '{s += $1} END {print s + 0}')
   crashes=$(find "$dir" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' \
-            -o -name 'oom-*' -o -name 'slow-unit-*' \) | wc -l)
-  if [ "$rc" != 0 ] || [ "$crashes" -gt 0 ]; then
+            -o -name 'oom-*' \) | wc -l)
+  # Inputs over libFuzzer's -report_slow_units (10 s wall): not failures, but
+  # worth a look; a fuzzer stopped with SIGSTOP reports one when it resumes.
+  slow=$(find "$dir" -maxdepth 1 -type f -name 'slow-unit-*' | wc -l)
+  if [ "$crashes" -gt 0 ] || { [ "$rc" != 0 ] && [ "$rc" != 72 ] && [ "$rc" != running ]; }; then
     failed=1
     [ "$crashes" -eq 0 ] && crashes="exit $rc"
+  elif [ "$rc" = 72 ]; then
+    crashes="0 (stopped)"
+  elif [ "$rc" = running ]; then
+    crashes="0 (running)"
   fi
-  printf '| %s | %s | %.1f | %.1f | %s | %s | %s | %s | %s / %s | %s | %s |\n' "$t" "$runs" \
+  printf '| %s | %s | %.1f | %.1f | %s | %s | %s | %s | %s / %s | %s | %s | %s |\n' "$t" "$runs" \
     "$(awk -v w="$wall" 'BEGIN {print w / 60}')" "$(awk -v c="$cpu" 'BEGIN {print c / 60}')" \
     "$execs" "$(awk -v e="$execs" -v c="$cpu" 'BEGIN {if (c > 0 && e != "?") printf "%d", e / c; else print "?"}')" \
-    "$(field cov)" "$(field ft)" "$files" "$bytes" "$(stat peak_rss_mb max)" "$crashes" >> "$summary"
+    "$(field cov)" "$(field ft)" "$files" "$bytes" "$(stat peak_rss_mb max)" "$crashes" "$slow" >> "$summary"
 done
 cat "$summary"
 if [ "$failed" -ne 0 ]; then
   echo "fuzz.sh: a fuzzer failed; see $out/TARGET/log and the crash-* inputs there" >&2
   for t in "${targets[@]}"; do
-    if [ "$(cat "$out/$t/rc")" != 0 ]; then
-      echo "---- $t (exit $(cat "$out/$t/rc")): last lines of $out/$t/log" >&2
+    t_rc=$(cat "$out/$t/rc" 2>/dev/null || echo running)
+    if [ "$t_rc" != 0 ] && [ "$t_rc" != 72 ] && [ "$t_rc" != running ]; then
+      echo "---- $t (exit $t_rc): last lines of $out/$t/log" >&2
       tail -n 40 "$out/$t/log" >&2
     fi
   done
