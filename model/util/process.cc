@@ -44,11 +44,10 @@ int CgroupQuotaCores() {
   if (std::ifstream v2("/sys/fs/cgroup/cpu.max"); v2 && std::getline(v2, line)) {
     return CoresFromCgroupCpuMax(line.c_str());
   }
-  long long quota = 0, period = 0;
+  // cgroup v1: the same two numbers in two files (quota -1 = unlimited).
+  std::string quota, period;
   std::ifstream q("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"), p("/sys/fs/cgroup/cpu/cpu.cfs_period_us");
-  if (q >> quota && p >> period && quota > 0 && period > 0) {
-    return static_cast<int>((quota + period - 1) / period);
-  }
+  if (q >> quota && p >> period) return CoresFromCgroupCpuMax((quota + " " + period).c_str());
   return 0;
 }
 
