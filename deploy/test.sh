@@ -11,7 +11,17 @@ else
 fi
 shared=${DSERVE_SHARED_DIR:-$(cd .. && pwd)/shared}
 bash deploy/build.sh -DDSERVE_SHARED_DIR="$shared"
-ctest --test-dir "${DSERVE_BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" "$@"
+build_dir=${DSERVE_BUILD_DIR:-build}
+# --timeout: the limit of every test that sets none of its own (those that do
+# keep theirs), so a hang fails in minutes instead of eating CI's 90.
+# The log feeds the slowest-tests list printed after the run.
+set +e
+ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" --timeout "${DSERVE_TEST_TIMEOUT_S:-300}" "$@" \
+  2>&1 | tee "$build_dir/ctest.log"
+ctest_rc=${PIPESTATUS[0]}
+set -e
+bash deploy/slowest-tests.sh "$build_dir/ctest.log" "${DSERVE_SLOWEST_TESTS:-15}"
+[ "$ctest_rc" -eq 0 ] || exit "$ctest_rc"
 
 # Fuzz smoke (DSERVE_FUZZ_SMOKE=0 skips it): the libFuzzer build (clang, no
 # torch, no gRPC server; cmake/DserveFuzz.cmake) and each fuzzer run for

@@ -139,8 +139,10 @@ int RunServe(const ServeOptions& options) {
     (*registry)->CheckNow();
   }
   log->info("signal {}: draining (up to {}s)", signal_number, options.drain_timeout_s);
-  SetHealth(server.get(), registry->get(), false);
+  // Refuse new calls first, then tell health checkers: whoever sees
+  // NOT_SERVING can rely on new calls getting UNAVAILABLE.
   service.StartDraining();
+  SetHealth(server.get(), registry->get(), false);
   (*registry)->Shutdown(/*drain=*/true, absl::Seconds(options.drain_timeout_s));
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server->Wait();

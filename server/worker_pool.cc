@@ -1,8 +1,12 @@
 #include "server/worker_pool.h"
 
 #include <pthread.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "model/util/logging.h"
 #include "server/metrics.h"
 
@@ -15,6 +19,14 @@ absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Create(std::shared_ptr<c
   std::unique_ptr<WorkerPool> pool(new WorkerPool());
   pool->model_ = std::move(model);
   pool->metrics_ = std::move(metrics);
+  pool->test_hold_file_ = std::move(options.test_hold_file);
+  if (pool->test_hold_file_.empty()) {
+    const char* hold = std::getenv("DSERVE_TEST_HOLD_WORKERS_FILE");
+    if (hold != nullptr) pool->test_hold_file_ = hold;
+  }
+  if (!pool->test_hold_file_.empty()) {
+    Logger("server")->warn("test hook: workers hold each batch while {} exists", pool->test_hold_file_);
+  }
   options.scheduler.observer = pool->metrics_;
   const std::string name = options.scheduler.name;
   auto scheduler = ItemScheduler::Create(std::move(options.scheduler));
@@ -44,7 +56,16 @@ absl::Status WorkerPool::Shutdown(bool drain, absl::Duration timeout) {
 
 void WorkerPool::WorkerLoop(int threads) {
   ConfigureInferenceThread(threads);
-  while (auto batch = scheduler_->NextBatch()) RunBatch(*batch);
+  while (auto batch = scheduler_->NextBatch()) {
+    WaitWhileHeld();
+    RunBatch(*batch);
+  }
+}
+
+void WorkerPool::WaitWhileHeld() const {
+  if (test_hold_file_.empty()) return;
+  struct stat st;
+  while (stat(test_hold_file_.c_str(), &st) == 0) absl::SleepFor(absl::Milliseconds(2));
 }
 
 void WorkerPool::RunBatch(ItemScheduler::BatchType& batch) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -36,6 +37,12 @@ struct WorkerPoolOptions {
   int workers = 1;             // threads pulling batches
   int threads_per_worker = 1;  // intra-op threads of each (CPU)
   SchedulerOptions scheduler;
+  // Test hook, empty in production: while this file exists, a worker that
+  // has taken a batch holds it before running it (the rest stay queued), so
+  // end-to-end tests can act while work is certainly queued or in flight
+  // instead of sleeping and hoping. Create() fills it from the environment
+  // variable DSERVE_TEST_HOLD_WORKERS_FILE when left empty.
+  std::string test_hold_file;
 };
 
 class WorkerPool {
@@ -58,11 +65,13 @@ class WorkerPool {
   WorkerPool() = default;
   void WorkerLoop(int threads);
   void RunBatch(ItemScheduler::BatchType& batch);
+  void WaitWhileHeld() const;  // see WorkerPoolOptions::test_hold_file
 
   std::shared_ptr<const DebertaModel> model_;
   std::shared_ptr<ModelMetrics> metrics_;
   std::unique_ptr<ItemScheduler> scheduler_;
   std::vector<std::thread> threads_;
+  std::string test_hold_file_;
   bool shut_down_ = false;
 };
 

@@ -218,9 +218,25 @@ void RunTiles(const FusedAttentionInput& in, torch::Tensor& context) {
 
 }  // namespace
 
+bool OneDnnBf16GemmAvailable() {
+#ifdef DSERVE_HAVE_DNNL
+  // One 1x1x1 product, once: 1.0 * 1.0 in bf16 (0x3f80) must give 1.0.
+  static const bool available = [] {
+    const uint16_t one = 0x3f80;
+    float c = 0.0f;
+    return dnnl_gemm_bf16bf16f32('N', 'N', 1, 1, 1, 1.0f, &one, 1, &one, 1, 0.0f, &c, 1) == dnnl_success &&
+           c == 1.0f;
+  }();
+  return available;
+#else
+  return false;
+#endif
+}
+
 bool FusedAttentionApplies(const torch::Tensor& qkv) {
 #ifdef DSERVE_HAVE_DNNL
-  return qkv.device().is_cpu() && (qkv.scalar_type() == torch::kFloat || qkv.scalar_type() == torch::kBFloat16) &&
+  return qkv.device().is_cpu() &&
+         (qkv.scalar_type() == torch::kFloat || (qkv.scalar_type() == torch::kBFloat16 && OneDnnBf16GemmAvailable())) &&
          !at::GradMode::is_enabled();
 #else
   (void)qkv;

@@ -48,8 +48,14 @@ struct FusedAttentionInput {
   torch::Tensor key_mask;
 };
 
+// Whether oneDNN's bf16 GEMM runs on this CPU (probed once). oneDNN
+// implements it only with AVX-512 (avx512_core, natively with avx512_bf16 or
+// AMX); on AVX2-only CPUs (AMD EPYC Zen 2/3, say) it returns "unimplemented",
+// and bf16 attention then runs as torch ops.
+bool OneDnnBf16GemmAvailable();
+
 // True when FusedAttention can run: built with oneDNN, CPU tensor, float32
-// or bfloat16, and autograd off.
+// or bfloat16 (when OneDnnBf16GemmAvailable()), and autograd off.
 bool FusedAttentionApplies(const torch::Tensor& qkv);
 
 // The attention context [B, L, h * d] in qkv's dtype (before the output

@@ -15,8 +15,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "model/checkpoint/model_config.h"
+#include "model/deberta/cpu_kernels.h"
 #include "model/deberta/encoder.h"
 #include "model/deberta/torch_util.h"
+#include "model/util/cpu_info.h"
 
 namespace dserve {
 namespace {
@@ -44,29 +46,6 @@ nlohmann::json ShapeConfig(const std::string& shape) {
   std::ifstream in(shape);
   if (!in) return nullptr;
   return nlohmann::json::parse(in, nullptr, false);
-}
-
-std::string CpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown";
-}
-
-std::string CpuFlags() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line, flags;
-  while (std::getline(in, line)) {
-    if (line.rfind("flags", 0) == 0) {
-      for (const char* f : {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "fma"}) {
-        if (line.find(std::string(" ") + f) != std::string::npos) absl::StrAppend(&flags, flags.empty() ? "" : ",", f);
-      }
-      break;
-    }
-  }
-  return flags;
 }
 
 void Synchronize(const torch::Device& device) {
@@ -147,8 +126,9 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
                            {"machine", {{"nproc", std::thread::hardware_concurrency()},
                                         {"threads", threads},
                                         {"device", device->str()},
-                                        {"cpu", CpuModel()},
-                                        {"flags", CpuFlags()}}}};
+                                        {"cpu", CpuModelName()},
+                                        {"flags", CpuIsaFlags()}, {"bf16_matmul_path", Bf16MatmulPath()},
+                                        {"fused_bf16_attention", OneDnnBf16GemmAvailable()}}}};
   RelativePositionMap map(*config);
   const auto table = map.Build(o.length, o.length);
   const int terms = (config->has_c2p() ? 1 : 0) + (config->has_p2c() ? 1 : 0);
@@ -228,8 +208,9 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
   }
   out << absl::StrFormat("encoder bench: shape %s, batch %d x %d tokens, device %s, %d threads, median of %d\n",
                          o.shape, o.batch_size, o.length, device->str(), threads, o.repeats);
-  out << absl::StrFormat("machine: nproc %d, cpu %s, flags %s\n", std::thread::hardware_concurrency(), CpuModel(),
-                         CpuFlags());
+  out << absl::StrFormat("machine: nproc %d, cpu %s, flags %s, bf16 matmul path %s, fused bf16 attention %s\n",
+                         std::thread::hardware_concurrency(), CpuModelName(), CpuIsaFlags(), Bf16MatmulPath(),
+                         OneDnnBf16GemmAvailable() ? "on" : "off (no oneDNN bf16 gemm on this CPU)");
   out << absl::StrFormat("model GFLOP per forward: %.1f\n", flops / 1e9);
   out << absl::StrFormat("%-22s %14s %12s %10s %12s %14s %8s\n", "dtype", "matmul GFLOP/s", "forward s", "cpu s",
                          "seq/s", "model GFLOP/s", "MFU");

@@ -8,7 +8,11 @@
 - Independent computations: SentencePiece tokenization (python3-
   sentencepiece), `dserve forward` on the ids we build, softmax/sigmoid and
   Hugging Face's SQuAD v2 post-processing re-implemented in Python.
-- Prometheus text parsing.
+- Prometheus text parsing; wait_until() polls a condition (tests wait for
+  an observable state, never for a fixed time and hope).
+- WorkerHold: the server's test hook (DSERVE_TEST_HOLD_WORKERS_FILE) that
+  keeps workers from running batches while a file exists, so a test can act
+  while work is certainly queued or in flight.
 
 Environment (set by tests/e2e/CMakeLists.txt): DSERVE_BIN, DSERVE_E2E_STUBS,
 DSERVE_E2E_SCRATCH, DSERVE_SHARED_DIR, DSERVE_SOURCE_DIR, DSERVE_PROMTOOL,
@@ -98,8 +102,9 @@ def _kill_leftovers():
 class ServerProcess:
     """`dserve serve` on 127.0.0.1 with OS-chosen ports."""
 
-    def __init__(self, models, extra_args=(), name="server"):
+    def __init__(self, models, extra_args=(), name="server", env=None):
         self.models = dict(models)
+        self.env = None if env is None else dict(os.environ, **env)
         self.extra_args = list(extra_args)
         self.name = name
         self.proc = None
@@ -124,7 +129,7 @@ class ServerProcess:
         fd, self.log_path = tempfile.mkstemp(prefix=self.name + "-", suffix=".log", dir=SCRATCH)
         log = os.fdopen(fd, "w")
         self.proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=log, text=True,
-                                     start_new_session=True)
+                                     start_new_session=True, env=self.env)
         log.close()
         _LIVE.add(self)
         self._reader = threading.Thread(target=self._read_stdout, daemon=True)
@@ -193,6 +198,37 @@ class ServerProcess:
 
     def metrics(self):
         return parse_prometheus(self.scrape())
+
+
+def wait_until(what, predicate, timeout_s=20, server=None):
+    """Polls `predicate` every 20 ms until it is true; fails naming `what`
+    (with the server's log tail) when `timeout_s` passes first."""
+    deadline = time.monotonic() + timeout_s * TIME_FACTOR
+    while True:
+        if predicate():
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out after %.0f s waiting for %s%s" % (
+                timeout_s * TIME_FACTOR, what, "; server log:\n" + server.log_tail() if server else ""))
+        time.sleep(0.02)
+
+
+class WorkerHold:
+    """While held, the server's workers take at most one batch each and
+    run none (worker_pool.h, test_hold_file). Pass `env()` to ServerProcess."""
+
+    def __init__(self, name):
+        self.path = os.path.join(scratch_dir(name + "-hold"), "hold")
+
+    def env(self):
+        return {"DSERVE_TEST_HOLD_WORKERS_FILE": self.path}
+
+    def hold(self):
+        open(self.path, "w").close()
+
+    def release(self):
+        if os.path.exists(self.path):
+            os.unlink(self.path)
 
 
 def wait_ready(channel, timeout_s=10):
@@ -320,6 +356,32 @@ def classify_oracle(logits, labels=CLASSIFY_LABELS, top_k=0, raw=False):
     if top_k:
         order = order[:top_k]
     return [(labels[i], float(scores[i])) for i in order]
+
+
+def ranking_mismatch(got, want, tol, n=None):
+    """None when the ranked list `got` [(key, score)] is the oracle's ranking
+    `want` [(key, score)] (every candidate, best first) cut to `n` (default:
+    all): the same keys in the same order, each score within `tol`. The order
+    is exact wherever the oracle's scores differ by more than `tol`; two
+    keys whose oracle scores are within `tol` of each other are a tie, and
+    batch composition or thread count may legitimately swap them (fp32
+    results move at ~1e-6). Otherwise returns what differs."""
+    n = len(want) if n is None else n
+    oracle = dict(want)
+    keys = [k for k, _ in got]
+    if len(got) != n:
+        return "%d results, want %d" % (len(got), n)
+    if len(set(keys)) != len(keys):
+        return "repeated keys in %s" % keys
+    for k, (key, score) in enumerate(got):
+        if key not in oracle:
+            return "position %d: unknown key %r" % (k, key)
+        if abs(score - oracle[key]) > tol:
+            return "%r: score %.7f, want %.7f (tolerance %g)" % (key, score, oracle[key], tol)
+        if abs(oracle[key] - want[k][1]) > tol:
+            return "position %d: %r (oracle score %.7f), want %r (%.7f): order %s, want %s" % (
+                k, key, oracle[key], want[k][0], want[k][1], keys, [w for w, _ in want[:n]])
+    return None
 
 
 # ------------------------------------------------- SQuAD v2 post-processing --

@@ -246,115 +246,147 @@ class SustainedFloodTest(unittest.TestCase):
 
 
 class DeadlineTest(unittest.TestCase):
-    """(c) requests whose deadline passes while queued are dropped before compute."""
+    """(c) requests whose deadline passes while queued are dropped before
+    compute. The only worker is held (e2e.WorkerHold) with the big request's
+    first item, so the short requests certainly expire in the queue: no
+    sleep, no race with the machine's speed."""
 
     BIG = 128
     SHORT = 5
 
     @classmethod
     def setUpClass(cls):
+        cls.hold = e2e.WorkerHold("deadline")
         cls.server = e2e.ServerProcess(classify_only(), ["--workers", "1", "--threads-per-worker", "1",
                                                          "--max-batch-size", "1", "--max-queue-items", "100000"],
-                                       name="deadline").start()
+                                       name="deadline", env=cls.hold.env()).start()
 
     @classmethod
     def tearDownClass(cls):
+        cls.hold.release()
         cls.server.stop()
+
+    def queued(self):
+        return e2e.metric_value(self.server.metrics(), "dserve_queue_items", model="classify")
 
     def test_expired_items_dropped_before_compute(self):
         channel = self.server.channel()
         stub = self.server.stub(channel)
         stub.Classify(classify_request(), timeout=30)  # warm-up
         before = self.server.metrics()
-        # Occupies the only worker: one item per batch, BIG long items.
-        big = stub.Classify.future(classify_request(LONG_TEXT, self.BIG), timeout=120)
-        time.sleep(0.2)
-        self.assertFalse(big.done(), "the big request must still be running")
-        codes = []
-        for _ in range(self.SHORT):
-            try:
-                stub.Classify(classify_request(LONG_TEXT), timeout=0.05)
-                codes.append(grpc.StatusCode.OK)
-            except grpc.RpcError as e:
-                codes.append(e.code())
-        self.assertFalse(big.done(), "the short requests must have expired while the worker was busy")
+        self.hold.hold()
+        try:
+            # The worker takes the big request's first item and holds it; the
+            # other BIG - 1 items stay queued.
+            big = stub.Classify.future(classify_request(LONG_TEXT, self.BIG), timeout=120)
+            e2e.wait_until("the big request's items queued behind the held worker",
+                           lambda: self.queued() == self.BIG - 1, server=self.server)
+            codes = []
+            for _ in range(self.SHORT):
+                try:
+                    stub.Classify(classify_request(LONG_TEXT), timeout=0.05)
+                    codes.append(grpc.StatusCode.OK)
+                except grpc.RpcError as e:
+                    codes.append(e.code())
+            self.assertFalse(big.done(), "the worker is held: the big request cannot have finished")
+        finally:
+            self.hold.release()
         self.assertEqual(codes, [grpc.StatusCode.DEADLINE_EXCEEDED] * self.SHORT)
         self.assertEqual(len(big.result().results), self.BIG)
-        time.sleep(0.2)
+
+        def delta(samples, name, **labels):
+            return e2e.metric_value(samples, name, **labels) - e2e.metric_value(before, name, **labels)
+
+        # The server counts the short calls once they reach their end (gRPC
+        # finishes them at the deadline, the scheduler drops their items at
+        # its next decision): wait for that state rather than a fixed time.
+        e2e.wait_until("the server to count %d deadline drops and an empty queue" % self.SHORT, lambda: (
+            delta(self.server.metrics(), "dserve_requests_total", model="classify", code="DEADLINE_EXCEEDED")
+            >= self.SHORT and self.queued() == 0), server=self.server)
         after = self.server.metrics()
-
-        def delta(name, **labels):
-            return e2e.metric_value(after, name, **labels) - e2e.metric_value(before, name, **labels)
-
         # Dropped before compute: only the big request's items ran.
-        self.assertEqual(delta("dserve_batch_size_sum", model="classify"), self.BIG)
+        self.assertEqual(delta(after, "dserve_batch_size_sum", model="classify"), self.BIG)
         # ... and counted as deadline drops (they expired while queued; that
         # gRPC also marks such calls cancelled must not change the reason).
         seen = "rejected by reason: %s; requests by code: %s" % (
-            {r: delta("dserve_rejected_total", model="classify", reason=r)
+            {r: delta(after, "dserve_rejected_total", model="classify", reason=r)
              for r in ("deadline", "cancelled", "queue_full", "draining")},
-            {c: delta("dserve_requests_total", model="classify", code=c)
+            {c: delta(after, "dserve_requests_total", model="classify", code=c)
              for c in ("OK", "DEADLINE_EXCEEDED", "CANCELLED")})
-        self.assertEqual(delta("dserve_rejected_total", model="classify", reason="deadline"), self.SHORT, seen)
-        self.assertEqual(delta("dserve_requests_total", model="classify", code="DEADLINE_EXCEEDED"), self.SHORT, seen)
-        self.assertEqual(e2e.metric_value(after, "dserve_queue_items", model="classify"), 0)
+        self.assertEqual(delta(after, "dserve_rejected_total", model="classify", reason="deadline"), self.SHORT, seen)
+        self.assertEqual(delta(after, "dserve_requests_total", model="classify", code="DEADLINE_EXCEEDED"),
+                         self.SHORT, seen)
+        self.assertEqual(delta(after, "dserve_requests_total", model="classify", code="OK"), 1, seen)
         channel.close()
 
 
 class DrainTest(unittest.TestCase):
-    """(d) SIGTERM with calls in flight: none lost, exit 0, new calls refused."""
+    """(d) SIGTERM with calls in flight: none lost, exit 0, new calls refused.
+    The worker is held (e2e.WorkerHold) while SIGTERM arrives, so every call
+    is certainly still queued or running then; released, all of them finish."""
 
     CALLS = 20
+    ITEMS = 16
+    BATCH = 4
     DRAIN_TIMEOUT_S = 30
 
     def setUp(self):
+        self.hold = e2e.WorkerHold("drain")
         self.server = e2e.ServerProcess(classify_only(), [
-            "--workers", "1", "--threads-per-worker", "1", "--max-batch-size", "4",
-            "--drain-timeout-s", str(self.DRAIN_TIMEOUT_S)], name="drain").start()
+            "--workers", "1", "--threads-per-worker", "1", "--max-batch-size", str(self.BATCH),
+            "--drain-timeout-s", str(self.DRAIN_TIMEOUT_S)], name="drain", env=self.hold.env()).start()
 
     def tearDown(self):
+        self.hold.release()
         self.server.stop()
+
+    def health(self, health):
+        try:
+            return health.Check(health_pb2.HealthCheckRequest(), timeout=5).status
+        except grpc.RpcError as e:
+            return e.code()
 
     def test_sigterm_with_calls_in_flight(self):
         channel = self.server.channel()
         stub = self.server.stub(channel)
         health = health_pb2_grpc.HealthStub(channel)
         stub.Classify(classify_request(), timeout=30)  # warm-up
-        self.assertEqual(health.Check(health_pb2.HealthCheckRequest(), timeout=5).status,
-                         health_pb2.HealthCheckResponse.SERVING)
-        futures = [stub.Classify.future(classify_request(MEDIUM_TEXT, 16), timeout=120)
+        self.assertEqual(self.health(health), health_pb2.HealthCheckResponse.SERVING)
+        self.hold.hold()
+        futures = [stub.Classify.future(classify_request(MEDIUM_TEXT, self.ITEMS), timeout=120)
                    for _ in range(self.CALLS)]
-        time.sleep(0.3)
-        in_flight = sum(not f.done() for f in futures)
-        self.assertGreaterEqual(in_flight, self.CALLS // 2, "calls must be in flight at SIGTERM")
+        # Every call accepted: one batch held by the worker, the rest queued.
+        e2e.wait_until("all %d calls accepted" % self.CALLS, lambda: e2e.metric_value(
+            self.server.metrics(), "dserve_queue_items", model="classify") == self.CALLS * self.ITEMS - self.BATCH,
+            server=self.server)
         sent_at = time.monotonic()
         self.server.terminate()
-        time.sleep(0.3)
-        still_running = sum(not f.done() for f in futures)
+        # Drain has begun once health stops saying SERVING.
+        e2e.wait_until("health to leave SERVING after SIGTERM",
+                       lambda: self.health(health) != health_pb2.HealthCheckResponse.SERVING, server=self.server)
+        self.assertIn(self.health(health), (health_pb2.HealthCheckResponse.NOT_SERVING, grpc.StatusCode.UNAVAILABLE))
 
         # New work is refused (UNAVAILABLE), never left hanging.
         with self.assertRaises(grpc.RpcError) as ctx:
             stub.Classify(classify_request(), timeout=10)
         self.assertEqual(ctx.exception.code(), grpc.StatusCode.UNAVAILABLE, ctx.exception.details())
-        if still_running:
-            try:
-                status = health.Check(health_pb2.HealthCheckRequest(), timeout=5).status
-                self.assertEqual(status, health_pb2.HealthCheckResponse.NOT_SERVING)
-            except grpc.RpcError as e:
-                self.assertEqual(e.code(), grpc.StatusCode.UNAVAILABLE)
+        still_running = sum(not f.done() for f in futures)
+        self.assertEqual(still_running, self.CALLS, "the worker is held: no accepted call can have finished")
+        self.assertTrue(self.server.running())
 
+        self.hold.release()
         codes = []
         for f in futures:
             try:
-                self.assertEqual(len(f.result().results), 16)
+                self.assertEqual(len(f.result().results), self.ITEMS)
                 codes.append(grpc.StatusCode.OK)
             except grpc.RpcError as e:
                 codes.append((e.code(), e.details()))
         self.assertEqual(codes, [grpc.StatusCode.OK] * self.CALLS)
         self.assertEqual(self.server.wait(self.DRAIN_TIMEOUT_S + 5), 0, self.server.log_tail())
         self.assertLess(time.monotonic() - sent_at, self.DRAIN_TIMEOUT_S + 5)
-        print("\n%d calls in flight at SIGTERM, %d still running 0.3 s later; exit after %.2f s"
-              % (in_flight, still_running, time.monotonic() - sent_at))
+        print("\n%d calls in flight at SIGTERM, all finished; exit after %.2f s"
+              % (still_running, time.monotonic() - sent_at))
         channel.close()
 
         # After exit: a fresh connection fails fast.

@@ -37,8 +37,8 @@ def swap_in(new_dir, live_dir):
 
 
 def retrained_copy(src, dst, bias=8.0):
-    """src with different weights: the classifier's bias of "other" raised,
-    so every text's top label changes."""
+    """src with different weights: the classifier's bias of "other" raised
+    by `bias`, so "other" comes first and every score moves."""
     shutil.copytree(src, dst)
     path = os.path.join(dst, cc.SAFETENSORS)
     header, data = cc.read_safetensors(path)
@@ -50,25 +50,44 @@ def retrained_copy(src, dst, bias=8.0):
     return dst
 
 
+# Scores of one text computed in different batch compositions (row position,
+# padding length, batch size) or on another worker differ at ~1e-6: fp32
+# GEMMs are blocked and summed in a different order. 1e-4 on probabilities is
+# 100x that; the old and the new model differ by far more (checked below),
+# so a call can still only match one of them.
+# Labels and their order are compared exactly (but for ties within the
+# tolerance: e2e.ranking_mismatch).
+SCORE_TOL = 1e-4
+
+
 def outputs(response):
-    """Comparable form of a ClassifyResponse: labels and rounded scores per text."""
-    return tuple(tuple((l.label, round(l.score, 5)) for l in r.labels) for r in response.results)
+    """Comparable form of a ClassifyResponse: (label, score) per label, per text."""
+    return tuple(tuple((l.label, l.score) for l in r.labels) for r in response.results)
 
 
 def oracle(model_dir):
     """The expected response of `model_dir` for REQUEST: `dserve forward` on
     libsentencepiece's ids, softmax in numpy."""
     rows = [{"input_ids": e2e.single_ids(t)} for t in REQUEST.texts]
-    return tuple(tuple((label, round(score, 5)) for label, score in e2e.classify_oracle(out["logits"]))
+    return tuple(tuple((label, float(score)) for label, score in e2e.classify_oracle(out["logits"]))
                  for out in e2e.forward(model_dir, rows))
 
 
-def assert_close(test, got, want):
-    test.assertEqual(len(got), len(want))
-    for g, w in zip(got, want):
-        test.assertEqual([label for label, _ in g], [label for label, _ in w])
-        for (_, gs), (_, ws) in zip(g, w):
-            test.assertAlmostEqual(gs, ws, delta=2e-5)
+def mismatch(got, want, tol=SCORE_TOL):
+    """None when `got` and `want` have the same labels in the same order per
+    text and every score within `tol`; otherwise why not."""
+    if len(got) != len(want):
+        return "%d texts, want %d" % (len(got), len(want))
+    for i, (g, w) in enumerate(zip(got, want)):
+        problem = e2e.ranking_mismatch(g, w, tol)
+        if problem:
+            return "text %d: %s" % (i, problem)
+    return None
+
+
+def assert_close(test, got, want, tol=SCORE_TOL):
+    problem = mismatch(got, want, tol)
+    test.assertIsNone(problem, "%s\ngot  %s\nwant %s" % (problem, got, want))
 
 
 class Server:
@@ -130,6 +149,12 @@ class ReloadUnderLoadTest(unittest.TestCase):
         new_dir = retrained_copy(s.live, s.staging("retrained"))
         new_expected = oracle(new_dir)
         self.assertNotEqual([r[0][0] for r in new_expected], [r[0][0] for r in old_out])
+        # Every text's output differs between the models far beyond the
+        # tolerance ("other" gains 8 in logit), so a call matches one model,
+        # and with two texts a mix of the two would match neither.
+        for old_text, new_text in zip(old_out, new_expected):
+            old_scores, new_scores = dict(old_text), dict(new_text)
+            self.assertGreater(max(abs(old_scores[l] - new_scores[l]) for l in old_scores), 100 * SCORE_TOL)
 
         calls, errors, lock = [], [], threading.Lock()
         stop = threading.Event()
@@ -167,12 +192,14 @@ class ReloadUnderLoadTest(unittest.TestCase):
         after = [out for sent, done, out in calls if sent > seen_at]
         self.assertGreater(len(before), self.CLIENTS)
         self.assertGreater(len(after), self.CLIENTS)
-        self.assertEqual(set(before), {old_out})
-        new_out = after[0]
-        self.assertEqual(set(after), {new_out})
-        assert_close(self, new_out, new_expected)
+        for out in before:
+            assert_close(self, out, old_out)
+        for out in after:
+            assert_close(self, out, new_expected)
         # Calls in flight at the switch got one model or the other, never a mix.
-        self.assertLessEqual({out for _, _, out in calls}, {old_out, new_out})
+        for _, _, out in calls:
+            self.assertTrue(mismatch(out, old_out) is None or mismatch(out, new_expected) is None,
+                            "neither the old nor the new model's output: %s" % (out,))
 
         # Metrics: one info series, at the new version; one successful reload;
         # every call OK.
@@ -198,7 +225,7 @@ class FailedAndPartialReloadTest(unittest.TestCase):
     def assert_still_old(self, version, out):
         self.assertEqual(self.s.version(), version)
         self.assertEqual(self.s.info_versions(), [version])
-        self.assertEqual(outputs(self.s.stub.Classify(REQUEST, timeout=30)), out)
+        assert_close(self, outputs(self.s.stub.Classify(REQUEST, timeout=30)), out)
 
     def test_broken_checkpoints_keep_the_old_version_then_a_good_one_loads(self):
         s = self.s

@@ -10,13 +10,24 @@ import sys
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import cpu_path  # noqa: E402
+
 BINARY = None
 SHARED = None
 TOL = 1e-4
+# An argmax may change under bf16 only where the fp32 top-2 margin is below
+# this (bf16 keeps ~3 significant digits; the CPU's bf16 path, AMX,
+# avx512_bf16 or fp32 emulation, decides where it rounds). The margins of
+# cls_factorized (>= 0.18) are above it, so every argmax checked here must hold.
+BF16_MARGIN = 0.05
 
 
 def golden_dir(name):
     return os.path.join(SHARED, "goldens", "model", name)
+
+
+GOLDENS = ("cls_factorized", "qa_c2p_only", "rerank_p2c_nonorm")
 
 
 def run_forward(model_dir, lines, *flags):
@@ -60,23 +71,33 @@ class ForwardCli(unittest.TestCase):
         self.assertGreaterEqual(compared, len(lines))
 
     def test_goldens_one_at_a_time(self):
-        for name in ("cls_factorized", "qa_c2p_only", "rerank_p2c_nonorm"):
+        for name in GOLDENS:
             self.check_golden(name, 1)
 
     def test_goldens_padded_batches(self):
         # Batches of 3 mix lengths 1..100, so most rows are padded.
-        for name in ("cls_factorized", "qa_c2p_only", "rerank_p2c_nonorm"):
+        for name in GOLDENS:
             self.check_golden(name, 3)
 
     def test_bf16_keeps_argmax(self):
-        golden = read_golden("cls_factorized")
-        lines = [{"input_ids": c["input_ids"]} for c in golden["cases"]]
-        result = run_forward(golden_dir("cls_factorized"), lines, "--dtype", "bf16", "--batch-size", "4")
+        print("\n  bf16 on %s" % cpu_path.note(), end="", flush=True)
+        for name in ("cls_factorized",):
+            self.check_bf16_argmax(name)
+
+    def check_bf16_argmax(self, name):
+        golden = read_golden(name)
+        lines = [{k: c[k] for k in ("input_ids", "token_type_ids") if k in c} for c in golden["cases"]]
+        result = run_forward(golden_dir(name), lines, "--dtype", "bf16", "--batch-size", "4")
         self.assertEqual(result.returncode, 0, result.stderr)
-        for case, line in zip(golden["cases"], result.stdout.splitlines()):
+        outputs = result.stdout.splitlines()
+        self.assertEqual(len(outputs), len(golden["cases"]))
+        for case, line in zip(golden["cases"], outputs):
             got = json.loads(line)["logits"]
             want = case["logits"]
-            self.assertEqual(got.index(max(got)), want.index(max(want)), case["desc"])
+            if got.index(max(got)) != want.index(max(want)):
+                top = sorted(want, reverse=True)
+                self.assertLess(top[0] - top[1], BF16_MARGIN, "%s: bf16 argmax %d, fp32 argmax %d on %s" % (
+                    case["desc"], got.index(max(got)), want.index(max(want)), cpu_path.note()))
 
     def test_bad_lines_name_the_line(self):
         qa = golden_dir("qa_c2p_only")  # vocab 1000, absolute positions up to 128

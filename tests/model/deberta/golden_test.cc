@@ -1,7 +1,10 @@
 // Parity with Hugging Face's own DebertaV2 outputs (shared/goldens/model):
 // each case alone, then all cases padded into one batch (valid positions
 // only), in fp32 (|diff| <= 1e-4) and bf16 (argmax kept).
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <iostream>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -11,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/deberta/model.h"
+#include "model/util/cpu_info.h"
 
 namespace dserve {
 namespace {
@@ -68,6 +72,20 @@ TokenBatch Single(const json& c) {
 
 std::vector<float> Row(const std::vector<float>& flat, int64_t row, int64_t width, int64_t take) {
   return std::vector<float>(flat.begin() + row * width, flat.begin() + row * width + take);
+}
+
+// bf16 keeps ~3 significant digits: logits of magnitude ~5 move by up to
+// ~0.02-0.04 depending on the CPU's bf16 path (AMX, avx512_bf16 or fp32
+// emulation round at different steps). An argmax may only change where the
+// fp32 top-2 margin is below this (the goldens' margins are all >= 0.085, so
+// every golden argmax must hold).
+constexpr double kBf16ArgmaxMargin = 0.05;
+
+// Top-1 minus top-2 of v[begin, begin + n).
+double TopMargin(const std::vector<float>& v, size_t begin, size_t n) {
+  std::vector<float> row(v.begin() + begin, v.begin() + begin + n);
+  std::partial_sort(row.begin(), row.begin() + 2, row.end(), std::greater<float>());
+  return static_cast<double>(row[0]) - row[1];
 }
 
 size_t Argmax(const std::vector<float>& v, size_t begin, size_t n) {
@@ -147,25 +165,33 @@ TEST_P(GoldenTest, PaddedBatchMatchesOnValidPositions) {
 }
 
 TEST_P(GoldenTest, Bf16KeepsArgmax) {
+  // Which bf16 path this CPU takes (the result must hold on every one).
+  std::cout << "[ cpu      ] " << CpuPathNote() << std::endl;
+  RecordProperty("cpu", CpuPathNote());
   auto model = Load("bf16");
   ASSERT_TRUE(model);
   EXPECT_EQ(model->dtype(), "bf16");
   json golden = ReadGolden(GetParam());
   int checked = 0;
+  auto expect_argmax = [](const std::vector<float>& got, const std::vector<float>& want, const json& desc) {
+    const size_t g = Argmax(got, 0, want.size()), w = Argmax(want, 0, want.size());
+    if (g != w) {
+      EXPECT_LT(TopMargin(want, 0, want.size()), kBf16ArgmaxMargin)
+          << desc << ": bf16 argmax " << g << ", fp32 argmax " << w << " (" << Bf16MatmulPath() << ")";
+    }
+  };
   for (const auto& c : golden["cases"]) {
     auto out = model->Run(Single(c));
     ASSERT_TRUE(out.ok()) << out.status();
     if (c.contains("logits") && c["logits"].size() > 1) {
-      const auto want = Flatten(c["logits"]);
-      EXPECT_EQ(Argmax(out->logits, 0, want.size()), Argmax(want, 0, want.size())) << c["desc"];
+      expect_argmax(out->logits, Flatten(c["logits"]), c["desc"]);
       ++checked;
     } else if (c.contains("logits")) {
       // Reranker: one score; bf16 must stay close enough to keep the order.
       EXPECT_NEAR(out->logits[0], Flatten(c["logits"])[0], 0.1) << c["desc"];
       ++checked;
     } else {
-      const auto want = Flatten(c["start_logits"]);
-      EXPECT_EQ(Argmax(out->start_logits, 0, want.size()), Argmax(want, 0, want.size())) << c["desc"];
+      expect_argmax(out->start_logits, Flatten(c["start_logits"]), c["desc"]);
       ++checked;
     }
   }
@@ -175,19 +201,29 @@ TEST_P(GoldenTest, Bf16KeepsArgmax) {
 INSTANTIATE_TEST_SUITE_P(Goldens, GoldenTest,
                          ::testing::Values("cls_factorized", "qa_c2p_only", "rerank_p2c_nonorm"));
 
-TEST(GoldenExtra, SequenceLongerThanBucketRange) {
-  auto model = DebertaModel::Load(GoldenDir("cls_factorized"), ModelOptions{"fp32", TestDevice()});
+// extra_cases: a sequence past the DeBERTa bucket range.
+class GoldenExtraCases : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenExtraCases, MatchFp32) {
+  auto model = DebertaModel::Load(GoldenDir(GetParam()), ModelOptions{"fp32", TestDevice()});
   ASSERT_TRUE(model.ok()) << model.status();
-  json golden = ReadGolden("cls_factorized");
+  json golden = ReadGolden(GetParam());
   ASSERT_FALSE(golden["extra_cases"].empty());
   for (const auto& c : golden["extra_cases"]) {
     auto out = (*model)->Run(Single(c), /*want_hidden=*/true);
     ASSERT_TRUE(out.ok()) << out.status();
-    ExpectClose(out->logits, Flatten(c["logits"]), "extra logits");
+    if (c.contains("logits")) ExpectClose(out->logits, Flatten(c["logits"]), GetParam() + " extra logits");
+    if (c.contains("start_logits")) {
+      ExpectClose(out->start_logits, Flatten(c["start_logits"]), GetParam() + " extra start");
+      ExpectClose(out->end_logits, Flatten(c["end_logits"]), GetParam() + " extra end");
+    }
     const auto row0 = Flatten(c["last_hidden_state_row0"]);
-    ExpectClose(Row(out->hidden, 0, 0, static_cast<int64_t>(row0.size())), row0, "extra hidden row 0");
+    ExpectClose(Row(out->hidden, 0, 0, static_cast<int64_t>(row0.size())), row0, GetParam() + " extra hidden row 0");
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Goldens, GoldenExtraCases,
+                         ::testing::Values("cls_factorized"));
 
 TEST(GoldenExtra, RejectsIdsOutsideVocabulary) {
   auto model = DebertaModel::Load(GoldenDir("qa_c2p_only"), ModelOptions{"fp32", TestDevice()});

@@ -32,6 +32,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import deberta_reference as ref  # noqa: E402
 import make_variant_checkpoint as mvc  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, ".."))
+import cpu_path  # noqa: E402
 
 BINARY = os.environ.get("DSERVE_BIN")
 SHARED = os.environ.get("DSERVE_SHARED_DIR")
@@ -144,9 +146,10 @@ class VariantsTest(unittest.TestCase):
             worst[name] = vdiff
             REPORT.setdefault(name, {})["bf16_logits_max_abs_diff"] = vdiff
         REPORT["bf16_argmax"] = {"compared": total, "flips": flips, "flips_with_margin_lt_0.05": allowed}
-        print("\n  bf16: %d classifications compared, %d argmax flips (all with fp32 margin < %.2f); "
+        REPORT["bf16_argmax"]["cpu"] = cpu_path.note()
+        print("\n  bf16 on %s: %d classifications compared, %d argmax flips (all with fp32 margin < %.2f); "
               "logits max |diff| per variant: %s" % (
-                  total, flips, BF16_MARGIN, ", ".join("%s %.3f" % kv for kv in worst.items())),
+                  cpu_path.note(), total, flips, BF16_MARGIN, ", ".join("%s %.3f" % kv for kv in worst.items())),
               end="", flush=True)
         self.assertGreaterEqual(total, 30)
 
