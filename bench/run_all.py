@@ -5,7 +5,7 @@ one run on one machine, each with its configuration, measured figures
 
 usage: bench/run_all.sh [--quick | --tiny] [--out DIR] [--build-dir DIR] [--shared-dir DIR]
                         [--demo-dir DIR] [--server-model DIR] [--rounds N] [--threads N]
-                        [--sections encoder,argmax,serve,packing,rss]
+                        [--sections encoder,argmax,serve,packing,rss,albert]
 
 Modes: full (default, ~10 min on 2 quiet cores), --quick (~3 min smoke: one
 round, short load windows), --tiny (seconds per row on tiny models: checks
@@ -33,6 +33,10 @@ Rows and how they are measured (docs/performance.md, "Harness", says more):
  9 server RSS after a warm load, --workers 2 vs --workers 1, on a
    v3-base-encoder-sized checkpoint; allowance = the 1-worker server's RSS
    growth under the load (its activations), analytic estimate beside it.
+10 the second model family: `dserve bench encoder --shape albert-base`
+   (albert-base-v2, random weights) vs the eager ALBERT
+   (bench/eager/albert_eager.py, tuned malloc), fp32 8x128, back to back in
+   each round.
 Writes OUT/report.md, OUT/report.json and raw outputs under OUT/raw/.
 Exit code: 0 when every row was measured (PASS or MISS), 1 when a row failed.
 """
@@ -57,7 +61,7 @@ PY = "/usr/bin/python3"
 # The same settings dserve applies to itself at start-up (model/util/process.cc).
 TUNED_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
                 "MALLOC_TOP_PAD_": str(64 << 20)}
-SECTIONS = ("encoder", "argmax", "serve", "packing", "rss")
+SECTIONS = ("encoder", "argmax", "serve", "packing", "rss", "albert")
 
 MODES = {
     # rounds: interleaved repeats of every encoder process (ours and eager);
@@ -197,8 +201,8 @@ class Harness:
                 "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", "(unset)")}
 
     # ------------------------------------------------------------------ rows 1-4
-    def ours(self, batch, dtypes, repeats, round_no):
-        shape = self.enc_shape()[0]
+    def ours(self, batch, dtypes, repeats, round_no, shape=None):
+        shape = shape or self.enc_shape()[0]
         out = self.run([self.dserve, "bench", "encoder", "--shape", shape, "--batch-size", str(batch), "--length",
                         "128", "--repeats", str(repeats), "--warmup", str(self.m["warmup"]), "--threads",
                         str(self.threads), "--dtypes", dtypes, "--json"], f"encoder_ours_b{batch}")
@@ -207,8 +211,9 @@ class Harness:
             f"{d} {v['median_s']:.4f} s (MFU {100 * v['mfu_vs_matmul']:.1f}%)" for d, v in r["dtypes"].items()))
         return r
 
-    def eager(self, batch, dtype, malloc, repeats, round_no):
-        shape_arg = [] if self.mode != "tiny" else ["--model", self.enc_shape()[1]]
+    def eager(self, batch, dtype, malloc, repeats, round_no, shape_arg=None):
+        if shape_arg is None:
+            shape_arg = [] if self.mode != "tiny" else ["--model", self.enc_shape()[1]]
         env = dict(self.env)
         if malloc == "tuned":
             env.update(TUNED_MALLOC)
@@ -590,6 +595,29 @@ class Harness:
         return res
 
     # ------------------------------------------------------------------ report
+    # ------------------------------------------------------------------ row 10
+    def section_albert(self):
+        """The second model family: our ALBERT encoder against the eager ALBERT
+        (bench/eager/albert_eager.py, tuned malloc as for row 1), fp32 8x128,
+        interleaved rounds, ratio within each round. fp32 only: on CPUs
+        without AVX-512 a bf16 albert-base forward takes minutes in both."""
+        m = self.m
+        if self.mode == "tiny":  # the golden checkpoint's config; eager times the checkpoint itself
+            d = os.path.join(self.shared, "goldens", "albert", "albert_cls")
+            ours_shape, eager_arg, shape = os.path.join(d, "config.json"), ["--model", d], "albert_cls golden config"
+        else:
+            ours_shape, eager_arg, shape = "albert-base", ["--shape", "albert-base"], "albert-base-v2"
+        rounds = []
+        for r in range(1, m["rounds"] + 1):
+            ours = self.ours(8, "fp32", m["enc_repeats"], r, shape=ours_shape)
+            eager = {"fp32": self.eager(8, "fp32", "tuned", m["enc_repeats"], r, shape_arg=eager_arg)}
+            rounds.append({"ours": ours, "eager": eager})
+        return {"shape": shape, "rounds": rounds,
+                "ratio_fp32": [rd["eager"]["fp32"]["median_s"] / rd["ours"]["dtypes"]["fp32"]["median_s"]
+                               for rd in rounds],
+                "ours_fp32_s": statistics.median(rd["ours"]["dtypes"]["fp32"]["median_s"] for rd in rounds),
+                "eager_fp32_s": statistics.median(rd["eager"]["fp32"]["median_s"] for rd in rounds)}
+
     def rows(self, machine):
         E, A, S, P, R = (self.results.get(k) for k in ("encoder", "argmax", "serve", "packing", "rss"))
         rows = []
@@ -724,6 +752,15 @@ class Harness:
                      f"(analytic {R['activation_analytic'] / mib:.0f} MiB)"),
             "<= 1.1x + activations", lambda: R["ratio"] <= R["bound"] and R["idle_ratio"] <= 1.1, "rss",
             lambda: R["ratio"])
+        AL = self.results.get("albert")
+        row(10, "ALBERT encoder fp32 throughput vs eager ALBERT fp32, batch 8x128",
+            lambda: (f"{AL['shape']}, random weights, {thr} threads, {self.m['rounds']} round(s); `dserve bench "
+                     f"encoder` vs eager_baseline.py (bench/eager/albert_eager.py), tuned malloc" if AL else ""),
+            lambda: (f"fp32 {statistics.median(AL['ratio_fp32']):.2f}x (per round: "
+                     f"{', '.join(f'{x:.2f}' for x in AL['ratio_fp32'])}; ours {AL['ours_fp32_s']:.4f} s, eager "
+                     f"{AL['eager_fp32_s']:.4f} s)"),
+            ">= 1.0x", lambda: statistics.median(AL["ratio_fp32"]) >= 1.0, "albert",
+            lambda: statistics.median(AL["ratio_fp32"]))
         return rows
 
     def report(self, machine, started):

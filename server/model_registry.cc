@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "model/checkpoint/checkpoint_dir.h"
+#include "model/family/tokenizer_for_model.h"
 #include "model/util/logging.h"
 #include "model/util/process.h"
 #include "model/util/status_macros.h"
@@ -158,6 +159,11 @@ absl::StatusOr<std::string> CheckpointVersion(const std::string& dir) {
     hash.Add(f.empty() ? std::string("-") : f.substr(files.dir.size()));
     if (!f.empty()) RETURN_IF_ERROR(HashFile(f, /*whole=*/false, &hash));
   }
+  // Its flags change tokenization (ALBERT); absent, versions stay as they were.
+  if (!files.tokenizer_config.empty()) {
+    hash.Add(files.tokenizer_config.substr(files.dir.size()));
+    RETURN_IF_ERROR(HashFile(files.tokenizer_config, /*whole=*/true, &hash));
+  }
   return absl::StrFormat("%016x", hash.value());
 }
 
@@ -167,7 +173,8 @@ std::string CheckpointFingerprint(const std::string& dir) {
   auto version = CheckpointVersion(dir);
   if (!version.ok()) return absl::StrCat("!", version.status().message());
   std::string out = *version;
-  for (const std::string& f : {files->config, files->tokenizer, files->added_tokens, files->weight_index}) {
+  for (const std::string& f : {files->config, files->tokenizer, files->added_tokens, files->tokenizer_config,
+                                files->weight_index}) {
     if (!f.empty()) absl::StrAppend(&out, "|", FileStamp(f));
   }
   for (const auto& w : files->weights) absl::StrAppend(&out, "|", FileStamp(w));
@@ -214,7 +221,7 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> ModelRegistry::LoadModel(
   auto model = DebertaModel::Load(spec.dir, ModelOptions{options_.dtype, options_.device});
   if (!model.ok()) return absl::Status(model.status().code(), absl::StrCat("model ", spec.name, ": ", model.status().message()));
   served->model = *model;
-  auto tokenizer = Tokenizer::FromDirectory(spec.dir);
+  auto tokenizer = LoadCheckpointTokenizer(spec.dir, (*model)->config());
   if (!tokenizer.ok()) {
     return absl::Status(tokenizer.status().code(),
                         absl::StrCat("model ", spec.name, ": tokenizer: ", tokenizer.status().message()));

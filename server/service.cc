@@ -453,6 +453,9 @@ grpc::ServerUnaryReactor* InferenceService::ListModels(grpc::CallbackServerConte
     info->set_max_length(static_cast<uint32_t>(m->max_length));
     info->set_dtype(m->model->dtype());
     info->set_device(m->model->device());
+    const ModelConfig& config = m->model->config();
+    info->set_model_type(config.model_type);
+    if (!config.architectures.empty()) info->set_architecture(config.architectures.front());
   }
   ctx->AddTrailingMetadata(kRequestIdKey, RequestId(ctx));
   metrics_->OnUnroutedRequest("list_models", "OK");

@@ -93,6 +93,8 @@ V3_BASE = {
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "model",
                                 "reference"))
 from deberta_reference import Config as Cfg, act, make_log_bucket_position, read_safetensors  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import albert_eager  # noqa: E402
 
 def build_relative_position(q_len, k_len, bucket_size, max_position, device):
     rel = (torch.arange(q_len, dtype=torch.long, device=device)[:, None]
@@ -343,6 +345,11 @@ def load_checkpoint(model_dir, dtype=torch.float32):
     return model.to(dtype).eval()
 
 
+def model_type(model_dir):
+    with open(os.path.join(model_dir, "config.json")) as f:
+        return json.load(f).get("model_type", "deberta-v2")
+
+
 # ---------------------------------------------------------------------------
 # timing
 
@@ -375,7 +382,10 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--model", help="checkpoint dir to time instead of the random v3-base shape")
+    ap.add_argument("--model", help="checkpoint dir to time instead of the random v3-base shape "
+                                    "(DeBERTa-v2 or ALBERT, by its config.json's model_type)")
+    ap.add_argument("--shape", choices=["v3-base", "albert-base"], default="v3-base",
+                    help="random-weight shape when no --model (albert-base: albert_eager.py)")
     ap.add_argument("--json", action="store_true", help="print one JSON object only")
     ap.add_argument("--profile", metavar="FILE",
                     help="after the timing, profile one more forward and write a Chrome trace (read it with "
@@ -385,9 +395,15 @@ def main(argv=None):
         torch.set_num_threads(a.threads)
     dtype = DTYPES[a.dtype]
     torch.manual_seed(a.seed)
-    if a.model:
+    if a.model and model_type(a.model) == "albert":
+        model = albert_eager.load_checkpoint(a.model, dtype)
+        name = os.path.abspath(a.model)
+    elif a.model:
         model = load_checkpoint(a.model, dtype)
         name = os.path.abspath(a.model)
+    elif a.shape == "albert-base":
+        model = albert_eager.AlbertEager(albert_eager.ALBERT_BASE).init_random(a.seed).to(dtype).eval()
+        name = "albert-base-v2 shape (random weights, 2-label head)"
     else:
         model = DebertaV2Eager(V3_BASE).init_random(a.seed).to(dtype).eval()
         name = "deberta-v3-base shape (random weights, 2-label head)"

@@ -26,6 +26,8 @@ constexpr char kWeightIndex[] = "model.safetensors.index.json";
 constexpr char kSpm[] = "spm.model";
 constexpr char kTokenizerJson[] = "tokenizer.json";
 constexpr char kAddedTokens[] = "added_tokens.json";
+constexpr char kSpiece[] = "spiece.model";  // ALBERT's (and T5's) name for it
+constexpr char kTokenizerConfig[] = "tokenizer_config.json";
 
 std::atomic<bool> use_rename_exchange{true};
 
@@ -268,11 +270,15 @@ absl::StatusOr<CheckpointFiles> ResolveCheckpoint(const std::string& dir) {
   if (IsRegularFile(Join(dir, kSpm))) {
     files.tokenizer_kind = TokenizerKind::kSentencePiece;
     files.tokenizer = Join(dir, kSpm);
+  } else if (IsRegularFile(Join(dir, kSpiece))) {
+    files.tokenizer_kind = TokenizerKind::kSentencePiece;
+    files.tokenizer = Join(dir, kSpiece);
   } else if (IsRegularFile(Join(dir, kTokenizerJson))) {
     files.tokenizer_kind = TokenizerKind::kTokenizerJson;
     files.tokenizer = Join(dir, kTokenizerJson);
   }
   if (IsRegularFile(Join(dir, kAddedTokens))) files.added_tokens = Join(dir, kAddedTokens);
+  if (IsRegularFile(Join(dir, kTokenizerConfig))) files.tokenizer_config = Join(dir, kTokenizerConfig);
   return files;
 }
 

@@ -5,8 +5,10 @@
 //   config.json                       required
 //   model.safetensors                 or
 //   model.safetensors.index.json      {"weight_map": {tensor name: shard file}}
-//   spm.model                         else tokenizer.json; neither is allowed
+//   spm.model                         else spiece.model (ALBERT), else
+//                                     tokenizer.json; none is allowed
 //   added_tokens.json                 optional (DeBERTa-v3's [MASK])
+//   tokenizer_config.json             optional (ALBERT's text-rule flags)
 //
 // Layout written: config.json, model.safetensors (metadata {"format": "pt"},
 // which transformers requires), spm.model or tokenizer.json when a tokenizer
@@ -37,8 +39,9 @@ struct CheckpointFiles {
   // Sharded only: tensor name -> shard path (as listed in `weights`).
   std::map<std::string, std::string> weight_map;
   TokenizerKind tokenizer_kind = TokenizerKind::kNone;
-  std::string tokenizer;     // spm.model or tokenizer.json; "" when absent
+  std::string tokenizer;     // spm.model, spiece.model or tokenizer.json; "" when absent
   std::string added_tokens;  // added_tokens.json when present, else ""
+  std::string tokenizer_config;  // tokenizer_config.json when present, else ""
 };
 
 // Finds the files of the checkpoint in `dir`. Errors name the directory and

@@ -342,6 +342,39 @@ absl::Status ParseArchitectures(FieldReader& reader, std::vector<std::string>* o
   return absl::OkStatus();
 }
 
+// transformers AlbertConfig's defaults where they differ from DebertaV2Config's.
+ModelConfig AlbertDefaults() {
+  ModelConfig c;
+  c.model_type = "albert";
+  c.vocab_size = 30000;
+  c.embedding_size = 128;
+  c.hidden_size = 4096;
+  c.num_hidden_layers = 12;
+  c.num_attention_heads = 64;
+  c.intermediate_size = 16384;
+  c.hidden_act = "gelu_new";
+  c.hidden_dropout_prob = 0.0;
+  c.attention_probs_dropout_prob = 0.0;
+  c.max_position_embeddings = 512;
+  c.type_vocab_size = 2;
+  c.layer_norm_eps = 1e-12;
+  c.pad_token_id = 0;
+  c.position_biased_input = true;  // absolute position embeddings, always
+  c.relative_attention = false;
+  c.pooler_hidden_act = "tanh";    // albert.pooler: tanh(Linear(h[:, 0]))
+  c.albert = AlbertFields();
+  return c;
+}
+
+absl::Status ParseAlbertFields(FieldReader& r, ModelConfig* c) {
+  AlbertFields& a = *c->albert;
+  RETURN_IF_ERROR(r.Int("num_hidden_groups", &a.num_hidden_groups));
+  RETURN_IF_ERROR(r.Int("inner_group_num", &a.inner_group_num));
+  RETURN_IF_ERROR(r.Double("classifier_dropout_prob", &a.classifier_dropout_prob));
+  RETURN_IF_ERROR(r.String("position_embedding_type", &a.position_embedding_type));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ModelConfig> Parse(const json& json_config, const std::string& scope) {
   if (!json_config.is_object()) {
     return absl::InvalidArgumentError(
@@ -350,6 +383,10 @@ absl::StatusOr<ModelConfig> Parse(const json& json_config, const std::string& sc
   ModelConfig c;
   FieldReader r(json_config, scope, "");
   RETURN_IF_ERROR(r.String("model_type", &c.model_type));
+  if (c.model_type == "albert") {
+    c = AlbertDefaults();
+    RETURN_IF_ERROR(ParseAlbertFields(r, &c));
+  }
   RETURN_IF_ERROR(ParseArchitectures(r, &c.architectures));
   RETURN_IF_ERROR(r.Int("vocab_size", &c.vocab_size));
   RETURN_IF_ERROR(r.Int("hidden_size", &c.hidden_size));
@@ -401,7 +438,8 @@ absl::StatusOr<ModelConfig> Parse(const json& json_config, const std::string& sc
   }
   c.extra = r.Unused();
 
-  // transformers: pooler_hidden_size and embedding_size default to hidden_size.
+  // transformers: pooler_hidden_size and embedding_size default to hidden_size
+  // (DebertaV2Config; AlbertConfig's embedding_size defaults to 128, set above).
   if (c.pooler_hidden_size == 0) c.pooler_hidden_size = c.hidden_size;
   if (c.embedding_size == 0) c.embedding_size = c.hidden_size;
 
@@ -442,6 +480,38 @@ absl::Status CheckActivation(const char* field, const std::string& name) {
                                        absl::StrJoin(SupportedActivations(), ", "), ")"));
   }
   return absl::OkStatus();
+}
+
+absl::Status ValidateAlbert(const ModelConfig& c) {
+  if (!c.albert) return Invalid("model_type", "\"albert\" without its AlbertConfig fields");
+  const AlbertFields& a = *c.albert;
+  RETURN_IF_ERROR(CheckPositive("num_hidden_groups", a.num_hidden_groups));
+  RETURN_IF_ERROR(CheckPositive("inner_group_num", a.inner_group_num));
+  RETURN_IF_ERROR(CheckProbability("classifier_dropout_prob", a.classifier_dropout_prob));
+  if (a.position_embedding_type != "absolute") {
+    return Invalid("position_embedding_type",
+                   absl::StrCat("\"", a.position_embedding_type,
+                                "\" is not supported (only \"absolute\"; relative_key and "
+                                "relative_key_query ALBERT checkpoints cannot be served)"));
+  }
+  if (c.relative_attention || !c.position_biased_input) {
+    return Invalid("relative_attention", "is a DeBERTa setting; ALBERT uses absolute positions");
+  }
+  if (c.type_vocab_size < 1) {
+    return Invalid("type_vocab_size", absl::StrCat("must be >= 1 for ALBERT, got ", c.type_vocab_size));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateModelType(const ModelConfig& c) {
+  if (!Contains(SupportedModelTypes(), c.model_type)) {
+    return Invalid("model_type", absl::StrCat("\"", c.model_type, "\" is not supported (supported: ",
+                                              absl::StrJoin(SupportedModelTypes(), ", "), ")"));
+  }
+  if ((c.model_type == "albert") != c.albert.has_value()) {
+    return Invalid("model_type", absl::StrCat("\"", c.model_type, "\" does not match the fields read"));
+  }
+  return c.albert ? ValidateAlbert(c) : absl::OkStatus();
 }
 
 absl::Status ValidateDserve(const ModelConfig& c) {
@@ -506,10 +576,15 @@ const char* TaskName(Task task) {
   return "none";
 }
 
+const std::vector<std::string>& SupportedModelTypes() {
+  static const std::vector<std::string>* types = new std::vector<std::string>{"deberta-v2", "albert"};
+  return *types;
+}
+
 const std::vector<std::string>& SupportedActivations() {
   static const std::vector<std::string>* names = new std::vector<std::string>{
-      "gelu", "gelu_new", "gelu_fast", "gelu_python", "relu",
-      "tanh", "silu",     "swish",     "sigmoid",     "linear"};
+      "gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "gelu_python", "relu",
+      "tanh", "silu",     "swish",     "sigmoid",           "linear"};
   return *names;
 }
 
@@ -595,9 +670,7 @@ absl::StatusOr<ModelConfig> ModelConfig::FromFile(const std::string& path) {
 }
 
 absl::Status ModelConfig::Validate() const {
-  if (model_type != "deberta-v2") {
-    return Invalid("model_type", absl::StrCat("must be \"deberta-v2\", got \"", model_type, "\""));
-  }
+  RETURN_IF_ERROR(ValidateModelType(*this));
   RETURN_IF_ERROR(CheckPositive("vocab_size", vocab_size));
   RETURN_IF_ERROR(CheckPositive("hidden_size", hidden_size));
   RETURN_IF_ERROR(CheckPositive("num_hidden_layers", num_hidden_layers));
@@ -702,26 +775,36 @@ nlohmann::json ModelConfig::ToJson() const {
   j["type_vocab_size"] = type_vocab_size;
   j["initializer_range"] = initializer_range;
   j["layer_norm_eps"] = layer_norm_eps;
-  j["relative_attention"] = relative_attention;
-  j["max_relative_positions"] = max_relative_positions;
-  j["pad_token_id"] = pad_token_id;
-  j["position_biased_input"] = position_biased_input;
-  j["pos_att_type"] = pos_att_type;
-  j["pooler_dropout"] = pooler_dropout;
-  j["pooler_hidden_act"] = pooler_hidden_act;
-  j["pooler_hidden_size"] = pooler_hidden_size > 0 ? pooler_hidden_size : hidden_size;
-  j["embedding_size"] = embedding_dim();
-  j["position_buckets"] = position_buckets;
-  j["share_att_key"] = share_att_key;
-  j["norm_rel_ebd"] = norm_rel_ebd;
-  if (attention_head_size > 0) j["attention_head_size"] = attention_head_size;
-  if (conv_kernel_size > 0) {
-    j["conv_kernel_size"] = conv_kernel_size;
-    j["conv_groups"] = conv_groups;
-    j["conv_act"] = conv_act;
+  if (albert) {
+    // AlbertConfig's own fields; none of DebertaV2Config's relative-position keys.
+    j["embedding_size"] = embedding_dim();
+    j["num_hidden_groups"] = albert->num_hidden_groups;
+    j["inner_group_num"] = albert->inner_group_num;
+    j["classifier_dropout_prob"] = albert->classifier_dropout_prob;
+    j["position_embedding_type"] = albert->position_embedding_type;
+    j["pad_token_id"] = pad_token_id;
+  } else {
+    j["relative_attention"] = relative_attention;
+    j["max_relative_positions"] = max_relative_positions;
+    j["pad_token_id"] = pad_token_id;
+    j["position_biased_input"] = position_biased_input;
+    j["pos_att_type"] = pos_att_type;
+    j["pooler_dropout"] = pooler_dropout;
+    j["pooler_hidden_act"] = pooler_hidden_act;
+    j["pooler_hidden_size"] = pooler_hidden_size > 0 ? pooler_hidden_size : hidden_size;
+    j["embedding_size"] = embedding_dim();
+    j["position_buckets"] = position_buckets;
+    j["share_att_key"] = share_att_key;
+    j["norm_rel_ebd"] = norm_rel_ebd;
+    if (attention_head_size > 0) j["attention_head_size"] = attention_head_size;
+    if (conv_kernel_size > 0) {
+      j["conv_kernel_size"] = conv_kernel_size;
+      j["conv_groups"] = conv_groups;
+      j["conv_act"] = conv_act;
+    }
   }
   if (cls_dropout) j["cls_dropout"] = *cls_dropout;
-  j["legacy"] = legacy;
+  if (!albert) j["legacy"] = legacy;
   nlohmann::json id2label_json = nlohmann::json::object();
   nlohmann::json label2id_json = nlohmann::json::object();
   const std::vector<std::string> names = labels();

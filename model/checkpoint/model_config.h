@@ -1,6 +1,7 @@
-// ModelConfig: the Hugging Face DebertaV2 config.json, plus dserve's own
-// settings under the "dserve" key. Parsing applies Hugging Face's defaults
-// (transformers DebertaV2Config) and validates; serialisation writes a
+// ModelConfig: a Hugging Face config.json of one of the model families we
+// serve (model_type "deberta-v2", DebertaV2Config; "albert", AlbertConfig),
+// plus dserve's own settings under the "dserve" key. Parsing applies the
+// family's Hugging Face defaults and validates; serialisation writes a
 // config.json that Hugging Face can load (unknown keys read from a file are
 // kept and written back unchanged).
 #pragma once
@@ -23,7 +24,7 @@ const char* TaskName(Task task);  // "classify", "answer", "rerank", "mlm", "non
 
 // Activation names accepted for hidden_act, pooler_hidden_act and conv_act
 // (a subset of transformers' ACT2FN): gelu, gelu_new, gelu_fast,
-// gelu_python, relu, tanh, silu, swish, sigmoid, linear. Case-sensitive, as
+// gelu_pytorch_tanh, gelu_python, relu, tanh, silu, swish, sigmoid, linear. Case-sensitive, as
 // in transformers.
 const std::vector<std::string>& SupportedActivations();
 bool IsSupportedActivation(const std::string& name);
@@ -48,8 +49,22 @@ struct DserveSettings {
   nlohmann::json extra = nlohmann::json::object();         // other keys, kept as read
 };
 
+// The model_type values we read ("deberta-v2", "albert").
+const std::vector<std::string>& SupportedModelTypes();
+
+// transformers AlbertConfig's own fields (model_type "albert"). The shared
+// fields (sizes, hidden_act, layer_norm_eps, ...) are ModelConfig's, with
+// AlbertConfig's defaults when the file leaves them out.
+struct AlbertFields {
+  int64_t num_hidden_groups = 1;  // parameter groups; layer i uses group i / (layers / groups)
+  int64_t inner_group_num = 1;    // layers (own parameters) in each group
+  double classifier_dropout_prob = 0.1;
+  std::string position_embedding_type = "absolute";  // the only one we implement
+};
+
 struct ModelConfig {
-  // --- Hugging Face DebertaV2Config fields (defaults as in transformers) ---
+  // --- Hugging Face config fields (DebertaV2Config defaults; for
+  //     model_type "albert", AlbertConfig's where they differ) ---
   std::string model_type = "deberta-v2";
   std::vector<std::string> architectures;
   int64_t vocab_size = 128100;
@@ -84,6 +99,7 @@ struct ModelConfig {
   bool legacy = true;  // MaskedLM head layout (REFERENCE §6)
   std::map<int64_t, std::string> id2label;  // also gives num_labels
   std::string problem_type;  // "", single_label_classification, multi_label_classification, regression
+  std::optional<AlbertFields> albert;  // set exactly when model_type == "albert"
   DserveSettings dserve;
   nlohmann::json extra = nlohmann::json::object();  // unknown top-level keys, kept as read
 

@@ -44,19 +44,6 @@ torch::Tensor AddNorm(const torch::Tensor& x, const torch::Tensor& residual, con
   return Norm(residual.defined() ? dropped + residual : dropped, w, eps);
 }
 
-absl::Status LoadLinear(WeightStore& store, const std::string& prefix, int64_t out, int64_t in,
-                        bool bias, LinearWeights* w) {
-  ASSIGN_OR_RETURN(w->weight, store.Get(prefix + ".weight", {out, in}));
-  if (bias) { ASSIGN_OR_RETURN(w->bias, store.Get(prefix + ".bias", {out})); }
-  return absl::OkStatus();
-}
-
-absl::Status LoadNorm(WeightStore& store, const std::string& prefix, int64_t size, NormWeights* w) {
-  ASSIGN_OR_RETURN(w->weight, store.Get(prefix + ".weight", {size}));
-  ASSIGN_OR_RETURN(w->bias, store.Get(prefix + ".bias", {size}));
-  return absl::OkStatus();
-}
-
 int64_t NumStoredLayers(const ModelConfig& c) {
   return c.dserve.share_layers ? 1 : c.num_hidden_layers;
 }
@@ -94,20 +81,20 @@ absl::StatusOr<EncoderWeights> EncoderWeights::Load(const ModelConfig& c, Weight
     LayerWeights layer;
     const std::string p = LayerPrefix(i);
     auto& at = layer.attention;
-    RETURN_IF_ERROR(LoadLinear(store, p + ".attention.self.query_proj", A, H, true, &at.query));
-    RETURN_IF_ERROR(LoadLinear(store, p + ".attention.self.key_proj", A, H, true, &at.key));
-    RETURN_IF_ERROR(LoadLinear(store, p + ".attention.self.value_proj", A, H, true, &at.value));
+    RETURN_IF_ERROR(LoadLinear(store, p + ".attention.self.query_proj", A, H, &at.query));
+    RETURN_IF_ERROR(LoadLinear(store, p + ".attention.self.key_proj", A, H, &at.key));
+    RETURN_IF_ERROR(LoadLinear(store, p + ".attention.self.value_proj", A, H, &at.value));
     if (c.relative_attention && !c.share_att_key) {
       if (c.has_c2p())
-        RETURN_IF_ERROR(LoadLinear(store, p + ".attention.self.pos_key_proj", A, H, true, &at.pos_key));
+        RETURN_IF_ERROR(LoadLinear(store, p + ".attention.self.pos_key_proj", A, H, &at.pos_key));
       if (c.has_p2c())
-        RETURN_IF_ERROR(LoadLinear(store, p + ".attention.self.pos_query_proj", A, H, true, &at.pos_query));
+        RETURN_IF_ERROR(LoadLinear(store, p + ".attention.self.pos_query_proj", A, H, &at.pos_query));
     }
-    RETURN_IF_ERROR(LoadLinear(store, p + ".attention.output.dense", H, A, true, &at.output));
+    RETURN_IF_ERROR(LoadLinear(store, p + ".attention.output.dense", H, A, &at.output));
     RETURN_IF_ERROR(LoadNorm(store, p + ".attention.output.LayerNorm", H, &at.output_norm));
-    RETURN_IF_ERROR(LoadLinear(store, p + ".intermediate.dense", c.intermediate_size, H, true,
+    RETURN_IF_ERROR(LoadLinear(store, p + ".intermediate.dense", c.intermediate_size, H,
                                &layer.intermediate));
-    RETURN_IF_ERROR(LoadLinear(store, p + ".output.dense", H, c.intermediate_size, true, &layer.output));
+    RETURN_IF_ERROR(LoadLinear(store, p + ".output.dense", H, c.intermediate_size, &layer.output));
     RETURN_IF_ERROR(LoadNorm(store, p + ".output.LayerNorm", H, &layer.output_norm));
     w.layers.push_back(std::move(layer));
   }

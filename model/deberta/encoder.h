@@ -18,19 +18,11 @@
 #include "model/checkpoint/model_config.h"
 #include "model/deberta/relative_position.h"
 #include "model/deberta/torch_util.h"
+#include "model/family/network.h"
 
 namespace dserve {
 
 class WeightStore;
-
-struct LinearWeights {
-  torch::Tensor weight;  // [out, in]
-  torch::Tensor bias;    // [out] or undefined
-};
-struct NormWeights {
-  torch::Tensor weight;
-  torch::Tensor bias;
-};
 
 struct AttentionWeights {
   LinearWeights query, key, value;
@@ -89,13 +81,6 @@ struct Dropout {
   double hidden = 0.0;
   double attention = 0.0;
   bool any() const { return hidden > 0 || attention > 0; }
-};
-
-// Input of one forward. All [B, L]; int64; on the model's device.
-struct EncoderInput {
-  torch::Tensor input_ids;
-  torch::Tensor attention_mask;  // 1 for real tokens, 0 for padding
-  torch::Tensor token_type_ids;  // may be undefined (all zero)
 };
 
 class DebertaEncoder {

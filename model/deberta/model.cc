@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "model/checkpoint/checkpoint_dir.h"
-#include "model/deberta/encoder.h"
+#include "model/deberta/torch_util.h"
 #include "model/deberta/weights.h"
-#include "model/heads/heads.h"
+#include "model/family/network.h"
 #include "model/util/logging.h"
 #include "model/util/status_macros.h"
 
@@ -18,9 +18,7 @@ namespace dserve {
 struct DebertaModel::Impl {
   torch::ScalarType dtype = torch::kFloat;
   torch::Device device = torch::kCPU;
-  std::unique_ptr<DebertaEncoder> encoder;
-  std::optional<ClassificationHead> classification;
-  std::optional<QaHead> qa;
+  std::unique_ptr<Network> network;  // the family's encoder + task head
 };
 
 DebertaModel::~DebertaModel() = default;
@@ -28,8 +26,6 @@ DebertaModel::~DebertaModel() = default;
 void ConfigureInferenceThread(int threads) {
   if (threads > 0) at::set_num_threads(threads);
 }
-
-const DebertaEncoder& DebertaModel::encoder() const { return *impl_->encoder; }
 
 TokenBatch TokenBatch::Pad(const std::vector<std::vector<int64_t>>& rows,
                            const std::vector<std::vector<int64_t>>& type_rows, int64_t pad_id) {
@@ -69,29 +65,16 @@ absl::StatusOr<std::shared_ptr<const DebertaModel>> DebertaModel::Load(const std
   model->impl_->dtype = dtype;
   model->impl_->device = device;
 
+  const Task task = config.task();
+  if (task != Task::kClassify && task != Task::kRerank && task != Task::kAnswer) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        files.config, ": task '", TaskName(task), "' cannot be served; architectures [",
+        absl::StrJoin(config.architectures, ", "),
+        "] must name a ...ForSequenceClassification or ...ForQuestionAnswering model (or set dserve.task)"));
+  }
   absl::Status status = absl::OkStatus();
   auto load = [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(EncoderWeights weights, EncoderWeights::Load(config, *store));
-    switch (config.task()) {
-      case Task::kClassify:
-      case Task::kRerank: {
-        ASSIGN_OR_RETURN(auto head, ClassificationHead::Load(config, *store));
-        model->impl_->classification = std::move(head);
-        break;
-      }
-      case Task::kAnswer: {
-        ASSIGN_OR_RETURN(auto head, QaHead::Load(config, *store));
-        model->impl_->qa = std::move(head);
-        break;
-      }
-      default:
-        return absl::InvalidArgumentError(absl::StrCat(
-            files.config, ": task '", TaskName(config.task()),
-            "' cannot be served; architectures must be DebertaV2ForSequenceClassification or "
-            "DebertaV2ForQuestionAnswering (or set dserve.task)"));
-    }
-    ASSIGN_OR_RETURN(model->impl_->encoder,
-                     DebertaEncoder::Create(config, std::move(weights), DebertaEncoder::Options()));
+    ASSIGN_OR_RETURN(model->impl_->network, LoadNetwork(config, *store));
     return absl::OkStatus();
   };
   RETURN_IF_ERROR(TorchCall(absl::StrCat("loading ", dir), [&] {
@@ -157,20 +140,19 @@ absl::StatusOr<HeadOutputs> DebertaModel::Run(const TokenBatch& batch, bool want
     if (!batch.token_type_ids.empty() && config_.type_vocab_size > 0) {
       input.token_type_ids = to_device(batch.token_type_ids);
     }
-    torch::Tensor hidden = impl_->encoder->Forward(input);
+    const NetworkOutputs net = impl_->network->Forward(input);
+    const torch::Tensor& hidden = net.hidden;
     auto to_vector = [](const torch::Tensor& t) {
       auto cpu = t.to(torch::kCPU, torch::kFloat).contiguous();
       return std::vector<float>(cpu.data_ptr<float>(), cpu.data_ptr<float>() + cpu.numel());
     };
-    if (impl_->classification) {
-      torch::Tensor logits = impl_->classification->Forward(hidden);
-      out.num_labels = logits.size(1);
-      out.logits = to_vector(logits);
+    if (net.logits.defined()) {
+      out.num_labels = net.logits.size(1);
+      out.logits = to_vector(net.logits);
     }
-    if (impl_->qa) {
-      auto [start, end] = impl_->qa->Forward(hidden);
-      out.start_logits = to_vector(start);
-      out.end_logits = to_vector(end);
+    if (net.start_logits.defined()) {
+      out.start_logits = to_vector(net.start_logits);
+      out.end_logits = to_vector(net.end_logits);
     }
     if (want_hidden) {
       out.hidden_size = hidden.size(2);

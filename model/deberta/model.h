@@ -1,6 +1,8 @@
 // DebertaModel: a loaded checkpoint (config + encoder + task head), ready to
-// run batches. Torch-free interface so that server code can hold and call it
-// without including LibTorch.
+// run batches, of any model family (DeBERTa-v2/v3, ALBERT: model/family/
+// network.h picks the family by config.json's model_type; the name predates
+// the second family). Torch-free interface so that server code can hold and
+// call it without including LibTorch.
 //
 // Thread safety: immutable after Load(); Run() is const and may be called
 // from several worker threads at once on the same instance (weights are
@@ -16,8 +18,6 @@
 #include "model/checkpoint/model_config.h"
 
 namespace dserve {
-
-class DebertaEncoder;
 
 struct ModelOptions {
   std::string dtype = "fp32";   // fp32 | bf16 | fp16 (weights and compute)
@@ -74,7 +74,6 @@ class DebertaModel {
   // Longest input accepted: max_position_embeddings with absolute positions,
   // else dserve.max_length or max_position_embeddings (what serving uses).
   int64_t max_length() const { return config_.max_sequence_length(); }
-  const DebertaEncoder& encoder() const;
 
  private:
   struct Impl;

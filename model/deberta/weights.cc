@@ -8,7 +8,6 @@
 
 namespace dserve {
 namespace {
-constexpr char kScope[] = "deberta.";
 
 std::string ShapeString(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
@@ -31,10 +30,10 @@ absl::StatusOr<std::unique_ptr<WeightStore>> WeightStore::Open(
 
 const TensorView* WeightStore::Find(const std::string& name) const {
   std::vector<std::string> candidates = {name};
-  if (absl::StartsWith(name, kScope)) {
-    candidates.push_back(name.substr(sizeof(kScope) - 1));
+  if (absl::StartsWith(name, scope_)) {
+    candidates.push_back(name.substr(scope_.size()));
   } else {
-    candidates.push_back(kScope + name);
+    candidates.push_back(scope_ + name);
   }
   for (const auto& candidate : candidates) {
     for (const auto& file : files_) {
@@ -65,7 +64,7 @@ absl::StatusOr<torch::Tensor> WeightStore::Get(const std::string& name,
   if (!tensor.defined()) {
     return absl::NotFoundError(
         absl::StrCat(Describe(), ": missing tensor ", name, " (also looked for it with and without the '",
-                     kScope, "' prefix)"));
+                     scope_, "' prefix)"));
   }
   return tensor;
 }
@@ -84,6 +83,19 @@ std::vector<std::string> WeightStore::Unused() const {
     if (!used_.count(name)) unused.push_back(name);
   }
   return unused;
+}
+
+absl::Status LoadLinear(WeightStore& store, const std::string& prefix, int64_t out, int64_t in,
+                        LinearWeights* w) {
+  ASSIGN_OR_RETURN(w->weight, store.Get(prefix + ".weight", {out, in}));
+  ASSIGN_OR_RETURN(w->bias, store.Get(prefix + ".bias", {out}));
+  return absl::OkStatus();
+}
+
+absl::Status LoadNorm(WeightStore& store, const std::string& prefix, int64_t size, NormWeights* w) {
+  ASSIGN_OR_RETURN(w->weight, store.Get(prefix + ".weight", {size}));
+  ASSIGN_OR_RETURN(w->bias, store.Get(prefix + ".bias", {size}));
+  return absl::OkStatus();
 }
 
 std::string WeightStore::Describe() const {

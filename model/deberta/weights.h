@@ -1,6 +1,7 @@
 // WeightStore: tensors of one checkpoint looked up by their Hugging Face
-// names. Lookups accept a name with or without the "deberta." scope (bare
-// DebertaV2Model files have no prefix), convert to the requested dtype and
+// names. Lookups accept a name with or without the family's scope
+// ("deberta." by default, "albert." for ALBERT; bare DebertaV2Model /
+// AlbertModel files have no prefix), convert to the requested dtype and
 // device, and record what was used so the loader can report unused tensors.
 #pragma once
 
@@ -13,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "model/checkpoint/safetensors.h"
+#include "model/family/network.h"
 
 namespace dserve {
 
@@ -27,8 +29,12 @@ class WeightStore {
                                                            torch::ScalarType dtype,
                                                            torch::Device device);
 
-  // The tensor called `name` (tries `name`, "deberta." + name, and name
-  // without a leading "deberta."). NotFound names the tensor and file when
+  // The scope tried with and without ("deberta." unless set; e.g. "albert.").
+  void set_scope(std::string scope) { scope_ = std::move(scope); }
+  const std::string& scope() const { return scope_; }
+
+  // The tensor called `name` (tries `name`, scope + name, and name
+  // without a leading scope). NotFound names the tensor and file when
   // absent; InvalidArgument when its shape differs from `shape` (if given).
   absl::StatusOr<torch::Tensor> Get(const std::string& name,
                                     const std::vector<int64_t>& shape = {});
@@ -50,6 +56,13 @@ class WeightStore {
   torch::ScalarType dtype_;
   torch::Device device_;
   std::set<std::string> used_;
+  std::string scope_ = "deberta.";
 };
+
+// `prefix`.weight [out, in] and `prefix`.bias [out] (a Linear layer).
+absl::Status LoadLinear(WeightStore& store, const std::string& prefix, int64_t out, int64_t in,
+                        LinearWeights* w);
+// `prefix`.weight and `prefix`.bias, both [size] (a LayerNorm).
+absl::Status LoadNorm(WeightStore& store, const std::string& prefix, int64_t size, NormWeights* w);
 
 }  // namespace dserve

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "absl/strings/str_cat.h"
 #include "model/deberta/weights.h"
 #include "model/util/status_macros.h"
 
@@ -63,6 +64,34 @@ std::pair<torch::Tensor, torch::Tensor> QaHead::Forward(const torch::Tensor& hid
 void QaHead::AppendNamed(std::vector<std::pair<std::string, torch::Tensor>>* out) const {
   out->emplace_back("qa_outputs.weight", qa_outputs.weight);
   out->emplace_back("qa_outputs.bias", qa_outputs.bias);
+}
+
+absl::StatusOr<TaskHeads> TaskHeads::Load(const ModelConfig& config, WeightStore& store,
+                                           const ClassificationLoader& load_classification,
+                                           const std::string& architectures) {
+  TaskHeads heads;
+  switch (config.task()) {
+    case Task::kClassify:
+    case Task::kRerank: {
+      ASSIGN_OR_RETURN(auto head, load_classification(config, store));
+      heads.classification = std::move(head);
+      return heads;
+    }
+    case Task::kAnswer: {
+      ASSIGN_OR_RETURN(auto head, QaHead::Load(config, store));
+      heads.qa = std::move(head);
+      return heads;
+    }
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("task '", TaskName(config.task()),
+                                                     "' cannot be served; architectures must be ", architectures,
+                                                     " (or set dserve.task)"));
+  }
+}
+
+void TaskHeads::Forward(const torch::Tensor& hidden, NetworkOutputs* out) const {
+  if (classification) out->logits = classification->Forward(hidden);
+  if (qa) std::tie(out->start_logits, out->end_logits) = qa->Forward(hidden);
 }
 
 }  // namespace dserve

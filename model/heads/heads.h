@@ -2,6 +2,10 @@
 // functions over weight tensors (shared by inference and training).
 #pragma once
 
+#include <functional>
+#include <optional>
+#include <string>
+
 #include <torch/types.h>
 
 #include "absl/status/statusor.h"
@@ -36,6 +40,44 @@ struct QaHead {
   // hidden [B, L, H] -> (start [B, L], end [B, L])
   std::pair<torch::Tensor, torch::Tensor> Forward(const torch::Tensor& hidden) const;
   void AppendNamed(std::vector<std::pair<std::string, torch::Tensor>>* out) const;
+};
+
+// The head a served checkpoint carries, by config.task(): sequence
+// classification (classify, rerank) or QA (answer). Shared by the families'
+// Networks; only the classification head's tensor names differ by family.
+struct TaskHeads {
+  using ClassificationLoader = std::function<absl::StatusOr<ClassificationHead>(const ModelConfig&, WeightStore&)>;
+
+  std::optional<ClassificationHead> classification;
+  std::optional<QaHead> qa;
+
+  // `load_classification` reads the family's pooler + classifier; QA reads
+  // qa_outputs. Another task is an error naming `architectures` (the
+  // family's servable classes, for the message).
+  static absl::StatusOr<TaskHeads> Load(const ModelConfig& config, WeightStore& store,
+                                        const ClassificationLoader& load_classification,
+                                        const std::string& architectures);
+  // hidden [B, L, H] -> the head's outputs into `out` (logits, or start/end).
+  void Forward(const torch::Tensor& hidden, NetworkOutputs* out) const;
+};
+
+// A family's encoder (anything with `torch::Tensor Forward(const
+// EncoderInput&) const`) with its task head: the Network of model/family/.
+template <typename Encoder>
+class EncoderWithHeads final : public Network {
+ public:
+  EncoderWithHeads(std::unique_ptr<Encoder> encoder, TaskHeads heads)
+      : encoder_(std::move(encoder)), heads_(std::move(heads)) {}
+  NetworkOutputs Forward(const EncoderInput& input) const override {
+    NetworkOutputs out;
+    out.hidden = encoder_->Forward(input);
+    heads_.Forward(out.hidden, &out);
+    return out;
+  }
+
+ private:
+  std::unique_ptr<Encoder> encoder_;
+  TaskHeads heads_;
 };
 
 }  // namespace dserve

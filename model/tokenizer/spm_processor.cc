@@ -137,9 +137,10 @@ int SpmProcessor::PieceToId(std::string_view piece) const {
 }
 
 absl::Status SpmProcessor::Encode(std::string_view text, std::vector<SpmPiece>* out,
-                                  std::vector<std::string>* pieces) const {
+                                  std::vector<std::string>* pieces, SpmTrace* trace) const {
   out->clear();
   if (pieces) pieces->clear();
+  if (trace) trace->spans.clear();
   RETURN_IF_ERROR(ValidateUtf8(text));
   thread_local ScratchBuffers scratch;
   normalizer_->Normalize(text, &scratch.normalized, &scratch.norm_to_orig);
@@ -159,15 +160,22 @@ absl::Status SpmProcessor::Encode(std::string_view text, std::vector<SpmPiece>* 
         const bool last = i + 1 == np.end;
         out->push_back({byte_ids_[b], ob, last ? oe : ob});
         if (pieces) pieces->push_back(spec_.pieces[byte_ids_[b]]);
+        if (trace) trace->spans.emplace_back(i, i + 1);
       }
     } else if (is_unk && prev_unk) {
       out->back().end = oe;
       if (pieces) pieces->back().append(norm, np.begin, np.end - np.begin);
+      if (trace) trace->spans.back().second = np.end;
     } else {
       out->push_back({np.id, ob, oe});
       if (pieces) pieces->emplace_back(norm, np.begin, np.end - np.begin);
+      if (trace) trace->spans.emplace_back(np.begin, np.end);
     }
     prev_unk = is_unk;
+  }
+  if (trace) {  // hand the buffers over rather than copy them
+    trace->normalized.swap(scratch.normalized);
+    trace->norm_to_orig.swap(scratch.norm_to_orig);
   }
   // Do not let one huge input pin memory in this thread.
   constexpr size_t kKeepBytes = size_t{4} << 20;

@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -56,6 +57,18 @@ struct SpmPiece {
   uint32_t end;
 };
 
+// What one Encode call worked on, for callers that post-process its pieces
+// (the text rules in text_rules.h): the normalized text the pieces were cut
+// from, the Normalizer's map from it to input bytes (normalized.size() + 1
+// entries; empty when the text normalizes to nothing) and, per output
+// piece, its bytes [first, second) in `normalized` (a byte-fallback piece
+// holds one byte; a merged [UNK] run holds the run).
+struct SpmTrace {
+  std::string normalized;
+  std::vector<uint32_t> norm_to_orig;
+  std::vector<std::pair<uint32_t, uint32_t>> spans;
+};
+
 class SpmProcessor {
  public:
   static absl::StatusOr<std::unique_ptr<SpmProcessor>> FromSpec(SpmModelSpec spec);
@@ -63,10 +76,11 @@ class SpmProcessor {
   static absl::StatusOr<std::unique_ptr<SpmProcessor>> FromFile(const std::string& path);
 
   // Encodes `text`. Invalid UTF-8 -> InvalidArgument naming the byte
-  // position. `pieces` (optional) receives each piece's text. Output vectors
-  // are cleared first.
+  // position. `pieces` (optional) receives each piece's text, `trace`
+  // (optional) what the pieces were cut from. Outputs are cleared first.
   absl::Status Encode(std::string_view text, std::vector<SpmPiece>* out,
-                      std::vector<std::string>* pieces = nullptr) const;
+                      std::vector<std::string>* pieces = nullptr,
+                      SpmTrace* trace = nullptr) const;
 
   int piece_size() const { return static_cast<int>(spec_.pieces.size()); }
   // Empty string for ids out of range.

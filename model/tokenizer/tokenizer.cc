@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/tokenizer/hf_tokenizer_json.h"
+#include "model/tokenizer/py_unicode.h"
 #include "model/tokenizer/utf8.h"
 #include "model/util/logging.h"
 #include "model/util/status_macros.h"
@@ -19,20 +20,13 @@ struct Tokenizer::Segment {
 
 namespace {
 
-// Python's str.isspace() set, which str.lstrip() removes (HF run_qa.py
-// calls question.lstrip()).
-bool IsPythonSpace(char32_t c) {
-  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
-         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
-         c == 0x202F || c == 0x205F || c == 0x3000;
-}
-
+// str.lstrip() (HF run_qa.py calls question.lstrip()).
 std::string_view PythonLStrip(std::string_view s) {
   size_t pos = 0;
   while (pos < s.size()) {
     char32_t cp;
     const int n = DecodeUtf8(s, pos, &cp);
-    if (n == 0 || !IsPythonSpace(cp)) break;
+    if (n == 0 || !py_unicode::IsSpace(cp)) break;
     pos += n;
   }
   return s.substr(pos);
@@ -59,15 +53,15 @@ absl::StatusOr<Truncation> ParseTruncation(std::string_view name) {
 }
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromProcessor(
-    std::unique_ptr<SpmProcessor> processor) {
-  std::unique_ptr<Tokenizer> t(new Tokenizer(std::move(processor)));
+    std::unique_ptr<SpmProcessor> processor, const TextRules& rules) {
+  std::unique_ptr<Tokenizer> t(new Tokenizer(std::move(processor), rules));
   const SpmProcessor& spm = *t->spm_;
   const SpmModelSpec& spec = spm.spec();
   t->cls_id_ = FirstFound(spm, {"[CLS]", spec.bos_piece});
   t->sep_id_ = FirstFound(spm, {"[SEP]", spec.eos_piece});
   if (t->cls_id_ < 0 || t->sep_id_ < 0) {
     return absl::InvalidArgumentError(
-        "tokenizer has no [CLS]/[SEP] (or bos/eos) pieces; DeBERTa needs both");
+        "tokenizer has no [CLS]/[SEP] (or bos/eos) pieces; the layout needs both");
   }
   t->pad_id_ = FirstFound(spm, {"[PAD]", spec.pad_piece});
   if (t->pad_id_ < 0) t->pad_id_ = 0;  // only ever masked out
@@ -82,9 +76,10 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromProcessor(
   return t;
 }
 
-absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromSpmFile(const std::string& path) {
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromSpmFile(const std::string& path,
+                                                                 const TextRules& rules) {
   ASSIGN_OR_RETURN(auto spm, SpmProcessor::FromFile(path));
-  return FromProcessor(std::move(spm));
+  return FromProcessor(std::move(spm), rules);
 }
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromTokenizerJsonFile(const std::string& path) {
@@ -107,6 +102,19 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromDirectory(const std::s
       absl::StrCat("no tokenizer in ", dir, ": expected spm.model or tokenizer.json"));
 }
 
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromDirectory(const std::string& dir,
+                                                                   const TextRules& rules) {
+  if (!rules.enabled) return FromDirectory(dir);
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const char* name : {"spiece.model", "spm.model"}) {
+    const fs::path path = fs::path(dir) / name;
+    if (fs::exists(path, ec)) return FromSpmFile(path.string(), rules);
+  }
+  return absl::NotFoundError(
+      absl::StrCat("no tokenizer in ", dir, ": expected spiece.model or spm.model"));
+}
+
 const std::string& Tokenizer::IdToPiece(int id) const {
   if (id == mask_id_ && id >= spm_->piece_size()) return mask_piece_;
   return spm_->IdToPiece(id);
@@ -120,7 +128,7 @@ int Tokenizer::PieceToId(std::string_view piece) const {
 
 absl::Status Tokenizer::EncodeSegment(std::string_view text, bool with_pieces,
                                       Segment* seg) const {
-  return spm_->Encode(text, &seg->tokens, with_pieces ? &seg->pieces : nullptr);
+  return EncodeRaw(text, &seg->tokens, with_pieces ? &seg->pieces : nullptr);
 }
 
 void Tokenizer::AppendSpecial(int id, int type_id, bool with_pieces, Encoding* enc) const {
@@ -251,8 +259,8 @@ absl::StatusOr<WindowPlan> Tokenizer::PlanWindows(std::string_view first, std::s
                                                   std::string_view first_name) const {
   if (stride < 0) return absl::InvalidArgumentError(absl::StrCat("stride ", stride, " is negative"));
   WindowPlan plan;
-  RETURN_IF_ERROR(spm_->Encode(first, &plan.first_));
-  RETURN_IF_ERROR(spm_->Encode(second, &plan.second_));
+  RETURN_IF_ERROR(EncodeRaw(first, &plan.first_));
+  RETURN_IF_ERROR(EncodeRaw(second, &plan.second_));
   const int64_t budget = static_cast<int64_t>(max_length) - 3 - plan.first_tokens();
   if (budget <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(

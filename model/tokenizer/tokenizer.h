@@ -1,6 +1,11 @@
-// DeBERTa-level tokenizer: SentencePiece Unigram encoding plus the special
+// Model-level tokenizer: SentencePiece Unigram encoding plus the special
 // tokens, pair layout, truncation and sliding windows that DeBERTa-v2/v3
-// models expect (Hugging Face DebertaV2Tokenizer(Fast) conventions).
+// and ALBERT models expect (Hugging Face DebertaV2Tokenizer(Fast) and
+// AlbertTokenizer conventions). Optional text rules (text_rules.h) run
+// around SentencePiece in every Encode*/Plan* method; without them (the
+// default, DeBERTa) the text goes to SentencePiece as it is. The special
+// pieces are looked up by name: [CLS]/[SEP] (else the model's bos/eos),
+// [PAD] (else its pad piece), [MASK], and the model's unknown piece.
 //
 // Layout: single text  [CLS] a [SEP]            token_type_ids 0...0
 //         pair         [CLS] a [SEP] b [SEP]    0 for [CLS] a [SEP], 1 for b [SEP]
@@ -8,8 +13,9 @@
 // Units: lengths are in tokens and include the special tokens; offsets are
 // UTF-8 byte offsets [begin, end) into the ORIGINAL text of the token's own
 // segment (the first text for sequence 0, the second for sequence 1), as
-// libsentencepiece reports them; special tokens get {0, 0}. Use
-// CodepointIndex (utf8.h) to turn them into Unicode code-point offsets.
+// libsentencepiece reports them (with text rules: as text_rules.h
+// describes); special tokens get {0, 0}. Use CodepointIndex (utf8.h) to turn
+// them into Unicode code-point offsets.
 //
 // Ownership and threading: a Tokenizer is immutable after creation; every
 // method is const and safe to call from many threads at once. Share one
@@ -26,6 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "model/tokenizer/spm_processor.h"
+#include "model/tokenizer/text_rules.h"
 
 namespace dserve {
 
@@ -111,17 +118,26 @@ class WindowPlan {
 
 class Tokenizer {
  public:
-  // `dir`/spm.model, else `dir`/tokenizer.json (Hugging Face Unigram).
+  // `dir`/spm.model, else `dir`/tokenizer.json (Hugging Face Unigram); no
+  // text rules (DeBERTa-v2/v3).
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromDirectory(const std::string& dir);
-  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromSpmFile(const std::string& path);
+  // With `rules` enabled: `dir`/spiece.model (what ALBERT checkpoints ship),
+  // else `dir`/spm.model (NotFound naming both when neither exists), encoded
+  // with `rules`. With `rules` disabled: FromDirectory(dir).
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromDirectory(const std::string& dir,
+                                                                  const TextRules& rules);
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromSpmFile(
+      const std::string& path, const TextRules& rules = TextRules());
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromTokenizerJsonFile(const std::string& path);
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromProcessor(
-      std::unique_ptr<SpmProcessor> processor);
+      std::unique_ptr<SpmProcessor> processor, const TextRules& rules = TextRules());
 
-  // Raw SentencePiece encoding (no specials). See SpmProcessor::Encode.
+  // The text's pieces without specials: SentencePiece's encoding (see
+  // SpmProcessor::Encode), or EncodeWithTextRules when rules are enabled.
   absl::Status EncodeRaw(std::string_view text, std::vector<SpmPiece>* out,
                          std::vector<std::string>* pieces = nullptr) const {
-    return spm_->Encode(text, out, pieces);
+    if (!rules_.enabled) return spm_->Encode(text, out, pieces);
+    return EncodeWithTextRules(*spm_, rules_, text, out, pieces);
   }
 
   // [CLS] text [SEP].
@@ -192,9 +208,11 @@ class Tokenizer {
   int PieceToId(std::string_view piece) const;
 
   const SpmProcessor& spm() const { return *spm_; }
+  const TextRules& text_rules() const { return rules_; }
 
  private:
-  explicit Tokenizer(std::unique_ptr<SpmProcessor> spm) : spm_(std::move(spm)) {}
+  Tokenizer(std::unique_ptr<SpmProcessor> spm, const TextRules& rules)
+      : spm_(std::move(spm)), rules_(rules) {}
 
   // One text's raw SentencePiece encoding.
   struct Segment;
@@ -211,6 +229,7 @@ class Tokenizer {
                      Encoding* enc) const;
 
   std::unique_ptr<SpmProcessor> spm_;
+  TextRules rules_;
   int cls_id_ = -1, sep_id_ = -1, pad_id_ = -1, unk_id_ = -1, mask_id_ = -1;
   int vocab_size_ = 0;
   std::string mask_piece_ = "[MASK]";

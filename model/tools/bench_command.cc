@@ -4,6 +4,7 @@
 #include <chrono>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <ostream>
 #include <thread>
 
@@ -15,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "model/checkpoint/model_config.h"
+#include "model/albert/albert_encoder.h"
 #include "model/deberta/cpu_kernels.h"
 #include "model/deberta/encoder.h"
 #include "model/deberta/torch_util.h"
@@ -42,6 +44,13 @@ nlohmann::json ShapeConfig(const std::string& shape) {
               {"position_buckets", 256}, {"pos_att_type", {"p2c", "c2p"}}, {"norm_rel_ebd", "layer_norm"},
               {"share_att_key", true}, {"position_biased_input", false}};
     }
+  }
+  if (shape == "albert-base") {  // albert-base-v2's config.json
+    return {{"model_type", "albert"}, {"architectures", {"AlbertForSequenceClassification"}},
+            {"vocab_size", 30000}, {"embedding_size", 128}, {"hidden_size", 768}, {"num_hidden_layers", 12},
+            {"num_hidden_groups", 1}, {"inner_group_num", 1}, {"num_attention_heads", 12},
+            {"intermediate_size", 3072}, {"hidden_act", "gelu_new"}, {"max_position_embeddings", 512},
+            {"type_vocab_size", 2}, {"layer_norm_eps", 1e-12}};
   }
   std::ifstream in(shape);
   if (!in) return nullptr;
@@ -110,7 +119,7 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
   nlohmann::json raw = ShapeConfig(o.shape);
   if (raw.is_null() || raw.is_discarded()) {
     err << "dserve bench encoder: unknown shape '" << o.shape
-        << "' (v3-xsmall, v3-small, v3-base, v3-large or a config.json path)\n";
+        << "' (v3-xsmall, v3-small, v3-base, v3-large, albert-base or a config.json path)\n";
     return 1;
   }
   auto config = ModelConfig::FromJson(raw);
@@ -144,7 +153,7 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
   std::vector<Run> runs;
   for (const auto& dtype_name : o.dtypes) {
     runs.push_back({dtype_name, dtype_name, Kernels()});
-    if (o.ablate_kernels) {  // leave one kernel out at a time
+    if (o.ablate_kernels && !config->albert) {  // leave one kernel out at a time (DeBERTa's kernels)
       const bool fp32 = dtype_name == "fp32";  // the linear kernel is fp32-only
       for (const auto& [name, off] : std::vector<std::pair<const char*, bool Kernels::*>>{
                {"attention", &Kernels::attention}, {"add_layer_norm", &Kernels::add_layer_norm},
@@ -155,7 +164,7 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
         runs.push_back({dtype_name + "-no-" + name, dtype_name, k});
       }
     }
-    if (o.compare_unfused || o.ablate_kernels) runs.push_back({dtype_name + "-unfused", dtype_name, Kernels::None()});
+    if ((o.compare_unfused || o.ablate_kernels) && !config->albert) runs.push_back({dtype_name + "-unfused", dtype_name, Kernels::None()});
   }
   for (const Run& run : runs) {
     const std::string& row_name = run.row;
@@ -169,18 +178,29 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
     row["matmul_gflops"] = MatmulGflops(*dtype, *device, o.repeats);
     absl::Status status = TorchCall("bench", [&] {
       torch::InferenceMode guard;
-      auto weights = EncoderWeights::Init(*config, *dtype, *device);
-      DebertaEncoder::Options options;
-      options.kernels = run.kernels;
-      auto encoder = DebertaEncoder::Create(*config, std::move(weights), options);
-      if (!encoder.ok()) throw std::runtime_error(std::string(encoder.status().message()));
+      std::function<torch::Tensor(const EncoderInput&)> forward;
+      std::unique_ptr<DebertaEncoder> deberta;
+      std::unique_ptr<AlbertEncoder> albert;
+      if (config->albert) {  // the second family: its own encoder, no kernel switches
+        auto encoder = AlbertEncoder::Create(*config, AlbertWeights::Init(*config, *dtype, *device));
+        if (!encoder.ok()) throw std::runtime_error(std::string(encoder.status().message()));
+        albert = *std::move(encoder);
+        forward = [&](const EncoderInput& in) { return albert->Forward(in); };
+      } else {
+        DebertaEncoder::Options options;
+        options.kernels = run.kernels;
+        auto encoder = DebertaEncoder::Create(*config, EncoderWeights::Init(*config, *dtype, *device), options);
+        if (!encoder.ok()) throw std::runtime_error(std::string(encoder.status().message()));
+        deberta = *std::move(encoder);
+        forward = [&](const EncoderInput& in) { return deberta->Forward(in); };
+      }
       EncoderInput input;
       const auto ids = torch::TensorOptions().dtype(torch::kLong).device(*device);
       input.input_ids = torch::randint(5, config->vocab_size, {o.batch_size, o.length}, ids);
       input.attention_mask = torch::ones({o.batch_size, o.length}, ids);
       double cpu_seconds = 0;
       const double seconds =
-          MedianSeconds(*device, o.warmup, o.repeats, [&] { (*encoder)->Forward(input); }, &cpu_seconds);
+          MedianSeconds(*device, o.warmup, o.repeats, [&] { forward(input); }, &cpu_seconds);
       row["median_s"] = seconds;
       row["median_cpu_s"] = cpu_seconds;
       row["sequences_per_s"] = o.batch_size / seconds;
@@ -190,7 +210,7 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
         const std::string trace = absl::StrCat(o.profile, ".", row_name, ".json");
         {
           torch::autograd::profiler::RecordProfile profile(trace);
-          (*encoder)->Forward(input);
+          forward(input);
           Synchronize(*device);
         }
         row["profile"] = trace;

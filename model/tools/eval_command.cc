@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/checkpoint/checkpoint_dir.h"
+#include "model/family/tokenizer_for_model.h"
 #include "model/deberta/model.h"
 #include "model/tokenizer/tokenizer.h"
 #include "model/train/evaluate.h"
@@ -37,7 +38,8 @@ int RunMlmEval(const EvalCommandOptions& options, std::ostream& out, std::ostrea
     return 2;
   }
   auto config = ModelConfig::FromFile(files->config);
-  auto tokenizer = Tokenizer::FromDirectory(options.model_dir);
+  auto tokenizer = config.ok() ? LoadCheckpointTokenizer(options.model_dir, *config)
+                               : absl::StatusOr<std::unique_ptr<Tokenizer>>(config.status());
   if (!config.ok() || !tokenizer.ok()) {
     err << "dserve eval: " << (config.ok() ? tokenizer.status() : config.status()).message() << "\n";
     return 2;
@@ -94,7 +96,7 @@ int RunEvalCommand(const EvalCommandOptions& options, std::ostream& out, std::os
     err << "dserve eval: " << model.status().message() << "\n";
     return 2;
   }
-  auto tokenizer = Tokenizer::FromDirectory(options.model_dir);
+  auto tokenizer = LoadCheckpointTokenizer(options.model_dir, (*model)->config());
   if (!tokenizer.ok()) {
     err << "dserve eval: " << tokenizer.status().message() << "\n";
     return 2;

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/family/tokenizer_for_model.h"
 #include "model/tokenizer/tokenizer.h"
 
 namespace dserve {
@@ -18,7 +19,7 @@ bool IsBlank(const std::string& line) {
 
 int RunTokenizeCommand(const std::string& model_dir, std::istream& in, std::ostream& out,
                        std::ostream& err) {
-  auto tokenizer = Tokenizer::FromDirectory(model_dir);
+  auto tokenizer = LoadCheckpointTokenizer(model_dir);
   if (!tokenizer.ok()) {
     err << "dserve tokenize: " << tokenizer.status().message() << "\n";
     return 2;

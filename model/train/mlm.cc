@@ -97,19 +97,6 @@ int CountPresent(const WeightStore& store, const std::vector<std::string>& names
   return n;
 }
 
-absl::Status LoadLinear(WeightStore& store, const std::string& prefix, int64_t out, int64_t in,
-                        LinearWeights* w) {
-  ASSIGN_OR_RETURN(w->weight, store.Get(prefix + ".weight", {out, in}));
-  ASSIGN_OR_RETURN(w->bias, store.Get(prefix + ".bias", {out}));
-  return absl::OkStatus();
-}
-
-absl::Status LoadNorm(WeightStore& store, const std::string& prefix, int64_t size, NormWeights* w) {
-  ASSIGN_OR_RETURN(w->weight, store.Get(prefix + ".weight", {size}));
-  ASSIGN_OR_RETURN(w->bias, store.Get(prefix + ".bias", {size}));
-  return absl::OkStatus();
-}
-
 // One naming of the MLM head.
 struct MlmLayout {
   bool legacy;

@@ -279,6 +279,12 @@ absl::Status Trainer::LoadTokenizerAndConfig() {
   if (!o_.init_dir.empty()) {
     ASSIGN_OR_RETURN(CheckpointFiles files, ResolveCheckpoint(o_.init_dir));
     ASSIGN_OR_RETURN(config_, ModelConfig::FromFile(files.config));
+    if (config_.model_type != "deberta-v2") {
+      return absl::UnimplementedError(absl::StrCat(
+          files.config, ": model_type \"", config_.model_type,
+          "\": dserve train fine-tunes DeBERTa-v2/v3 checkpoints only so far (this family can be served, "
+          "evaluated and run with forward)"));
+    }
     init_weights_ = files.weights;
     tokenizer_src_ = files.tokenizer;
     if (o_.tokenizer_path.empty() && files.tokenizer.empty()) {

@@ -73,19 +73,29 @@ def scratch_dir(prefix):
 
 # ------------------------------------------------------------------ models --
 
-_MODELS = None
+_MODELS_DIR = None
 
 
-def test_models():
-    """{task: checkpoint dir}, created once per process."""
-    global _MODELS
-    if _MODELS is None:
+def _models_dir():
+    """tests/data/make_test_models.py's output, made once per process."""
+    global _MODELS_DIR
+    if _MODELS_DIR is None:
         out = scratch_dir("models")
         atexit.register(shutil.rmtree, out, True)
         subprocess.run([PYTHON, os.path.join(SOURCE, "tests", "data", "make_test_models.py"), SHARED, out],
                        check=True, stdout=subprocess.DEVNULL)
-        _MODELS = {task: os.path.join(out, task) for task in ("classify", "answer", "rerank")}
-    return _MODELS
+        _MODELS_DIR = out
+    return _MODELS_DIR
+
+
+def test_models():
+    """{task: checkpoint dir} of the DeBERTa test models: classify, answer, rerank."""
+    return {task: os.path.join(_models_dir(), task) for task in ("classify", "answer", "rerank")}
+
+
+def albert_test_models():
+    """{task: checkpoint dir} of the ALBERT test models: classify, answer."""
+    return {task: os.path.join(_models_dir(), "albert_" + task) for task in ("classify", "answer")}
 
 
 # ------------------------------------------------------------------ server --

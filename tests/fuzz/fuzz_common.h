@@ -45,6 +45,24 @@ inline void QuietLogs() { SetLogLevel("off"); }
 
 // The tokenizer of DSERVE_FUZZ_SPM_MODEL (environment), else the real
 // 300-piece nmt_nfkc model committed beside the corpora (compiled-in path).
+inline const Tokenizer& LoadFixedTokenizer(const TextRules& rules) {
+  const char* env = std::getenv("DSERVE_FUZZ_SPM_MODEL");
+  const std::string path = env != nullptr && *env != '\0' ? env : DSERVE_FUZZ_SPM_MODEL;
+  auto t = Tokenizer::FromSpmFile(path, rules);
+  if (!t.ok()) {
+    std::fprintf(stderr, "fuzz: %s\n", t.status().ToString().c_str());
+    std::exit(2);
+  }
+  return *t->release();
+}
+
+// The same model with ALBERT's text rules (lower case, NFKD, quotes,
+// whitespace, the digit-comma split) around SentencePiece.
+inline const Tokenizer& FixedAlbertTokenizer() {
+  static const Tokenizer& tokenizer = LoadFixedTokenizer(AlbertTextRules());
+  return tokenizer;
+}
+
 inline const Tokenizer& FixedTokenizer() {
   static const Tokenizer* tokenizer = [] {
     const char* env = std::getenv("DSERVE_FUZZ_SPM_MODEL");

@@ -44,7 +44,8 @@ void CheckWindowsResult(const Tokenizer& t, const absl::StatusOr<std::vector<Win
 
 void Run(const uint8_t* data, size_t size) {
   if (size < 3) return;
-  const Tokenizer& t = fuzz::FixedTokenizer();
+  // Bit 4 of the first byte: ALBERT's text rules around the same model.
+  const Tokenizer& t = (data[0] & 16) != 0 ? fuzz::FixedAlbertTokenizer() : fuzz::FixedTokenizer();
   const Truncation truncation = kTruncations[data[0] & 3];
   const bool with_pieces = (data[0] & 4) != 0;
   const bool clamp = (data[0] & 8) != 0;
@@ -112,6 +113,7 @@ void Run(const uint8_t* data, size_t size) {
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   dserve::fuzz::QuietLogs();
   (void)dserve::fuzz::FixedTokenizer();
+  (void)dserve::fuzz::FixedAlbertTokenizer();
   return 0;
 }
 

@@ -407,7 +407,7 @@ TEST(ModelConfigValidation, UnknownActivations) {
   for (const std::string& act : SupportedActivations()) {
     EXPECT_TRUE(ModelConfig::FromJson(With(Minimal(), "hidden_act", act)).ok()) << act;
   }
-  EXPECT_EQ(SupportedActivations().size(), 10u);
+  EXPECT_EQ(SupportedActivations().size(), 11u);
 }
 
 TEST(ModelConfigValidation, NonPositiveSizes) {
@@ -502,6 +502,80 @@ TEST(ModelConfigValidation, ValidateOnAStructBuiltInCode) {
   c = ModelConfig();
   c.pos_att_type = {"c2p", "bogus"};
   EXPECT_THAT(std::string(c.Validate().message()), HasSubstr("bogus"));
+}
+
+}  // namespace
+}  // namespace dserve
+
+namespace dserve {
+namespace {
+
+std::string AlbertGoldenConfig(const std::string& name) {
+  return std::string(DSERVE_SHARED_DIR) + "/goldens/albert/" + name + "/config.json";
+}
+
+TEST(ModelConfigAlbert, GoldenClsFields) {
+  auto c = ModelConfig::FromFile(AlbertGoldenConfig("albert_cls"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model_type, "albert");
+  ASSERT_TRUE(c->albert.has_value());
+  EXPECT_EQ(c->albert->num_hidden_groups, 1);
+  EXPECT_EQ(c->albert->inner_group_num, 1);
+  EXPECT_EQ(c->embedding_dim(), 48);
+  EXPECT_EQ(c->hidden_size, 96);
+  EXPECT_EQ(c->hidden_act, "gelu_new");
+  EXPECT_DOUBLE_EQ(c->layer_norm_eps, 1e-12);
+  EXPECT_EQ(c->type_vocab_size, 2);
+  EXPECT_TRUE(c->position_biased_input);
+  EXPECT_EQ(c->task(), Task::kClassify);
+  EXPECT_THAT(c->labels(), ElementsAre("billing", "refund", "shipping", "other"));
+}
+
+TEST(ModelConfigAlbert, AlbertConfigDefaultsWhenAbsent) {
+  // transformers AlbertConfig's defaults, not DebertaV2Config's.
+  auto c = ModelConfig::FromJson(json{{"model_type", "albert"}, {"architectures", {"AlbertForQuestionAnswering"}}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->vocab_size, 30000);
+  EXPECT_EQ(c->embedding_dim(), 128);
+  EXPECT_EQ(c->hidden_size, 4096);
+  EXPECT_EQ(c->num_attention_heads, 64);
+  EXPECT_EQ(c->intermediate_size, 16384);
+  EXPECT_EQ(c->hidden_act, "gelu_new");
+  EXPECT_DOUBLE_EQ(c->layer_norm_eps, 1e-12);
+  EXPECT_EQ(c->type_vocab_size, 2);
+  EXPECT_EQ(c->max_position_embeddings, 512);
+  EXPECT_DOUBLE_EQ(c->albert->classifier_dropout_prob, 0.1);
+  EXPECT_EQ(c->task(), Task::kAnswer);
+}
+
+TEST(ModelConfigAlbert, RoundTripKeepsAlbertFieldsOnly) {
+  auto c = ModelConfig::FromFile(AlbertGoldenConfig("albert_qa"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  const json j = c->ToJson();
+  EXPECT_EQ(j["model_type"], "albert");
+  EXPECT_EQ(j["num_hidden_groups"], 1);
+  EXPECT_EQ(j["inner_group_num"], 1);
+  EXPECT_EQ(j["position_embedding_type"], "absolute");
+  EXPECT_EQ(j["embedding_size"], 32);
+  EXPECT_FALSE(j.contains("pos_att_type"));
+  EXPECT_FALSE(j.contains("relative_attention"));
+  auto again = ModelConfig::FromJson(j);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->ToJson(), j);
+}
+
+TEST(ModelConfigAlbert, ErrorsNameTheField) {
+  json base = {{"model_type", "albert"}, {"hidden_size", 64}, {"num_attention_heads", 4}};
+  json relative = base;
+  relative["position_embedding_type"] = "relative_key";
+  ExpectError(relative, {"position_embedding_type", "relative_key", "absolute"});
+  json groups = base;
+  groups["num_hidden_groups"] = 0;
+  ExpectError(groups, {"num_hidden_groups", "positive"});
+  json inner = base;
+  inner["inner_group_num"] = "two";
+  ExpectError(inner, {"inner_group_num", "integer"});
+  ExpectError(json{{"model_type", "bert"}}, {"model_type", "bert", "deberta-v2, albert"});
 }
 
 }  // namespace

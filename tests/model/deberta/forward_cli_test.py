@@ -19,15 +19,18 @@ TOL = 1e-4
 # An argmax may change under bf16 only where the fp32 top-2 margin is below
 # this (bf16 keeps ~3 significant digits; the CPU's bf16 path, AMX,
 # avx512_bf16 or fp32 emulation, decides where it rounds). The margins of
-# cls_factorized (>= 0.18) are above it, so every argmax checked here must hold.
+# cls_factorized (>= 0.18) and albert_cls (>= 0.0998) are above it, so every
+# argmax checked here must hold.
 BF16_MARGIN = 0.05
 
 
 def golden_dir(name):
-    return os.path.join(SHARED, "goldens", "model", name)
+    """'cls_factorized' -> goldens/model/cls_factorized; 'albert/albert_cls' as it is."""
+    return os.path.join(SHARED, "goldens", name if "/" in name else os.path.join("model", name))
 
 
-GOLDENS = ("cls_factorized", "qa_c2p_only", "rerank_p2c_nonorm")
+# Every golden checkpoint, both families (the ALBERT goldens share the layout).
+GOLDENS = ("cls_factorized", "qa_c2p_only", "rerank_p2c_nonorm", "albert/albert_cls", "albert/albert_qa")
 
 
 def run_forward(model_dir, lines, *flags):
@@ -81,7 +84,7 @@ class ForwardCli(unittest.TestCase):
 
     def test_bf16_keeps_argmax(self):
         print("\n  bf16 on %s" % cpu_path.note(), end="", flush=True)
-        for name in ("cls_factorized",):
+        for name in ("cls_factorized", "albert/albert_cls"):
             self.check_bf16_argmax(name)
 
     def check_bf16_argmax(self, name):

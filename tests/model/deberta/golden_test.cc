@@ -28,8 +28,11 @@ std::string TestDevice() {
   return device != nullptr && *device != '\0' ? device : "cpu";
 }
 
+// "cls_factorized" -> goldens/model/cls_factorized; a name with a folder
+// ("albert/albert_cls") is taken as it is (the ALBERT goldens share the layout).
 std::string GoldenDir(const std::string& name) {
-  return std::string(DSERVE_SHARED_DIR) + "/goldens/model/" + name;
+  const std::string folder = name.find('/') == std::string::npos ? "model/" : "";
+  return std::string(DSERVE_SHARED_DIR) + "/goldens/" + folder + name;
 }
 
 json ReadGolden(const std::string& name) {
@@ -77,8 +80,9 @@ std::vector<float> Row(const std::vector<float>& flat, int64_t row, int64_t widt
 // bf16 keeps ~3 significant digits: logits of magnitude ~5 move by up to
 // ~0.02-0.04 depending on the CPU's bf16 path (AMX, avx512_bf16 or fp32
 // emulation round at different steps). An argmax may only change where the
-// fp32 top-2 margin is below this (the goldens' margins are all >= 0.085, so
-// every golden argmax must hold).
+// fp32 top-2 margin is below this (the DeBERTa goldens' margins are all
+// >= 0.085 and albert_cls's >= 0.0998, so their argmaxes must hold; albert_qa's
+// start-logit margins are 0.006-0.048, near-ties a flip is allowed on).
 constexpr double kBf16ArgmaxMargin = 0.05;
 
 // Top-1 minus top-2 of v[begin, begin + n).
@@ -200,8 +204,11 @@ TEST_P(GoldenTest, Bf16KeepsArgmax) {
 
 INSTANTIATE_TEST_SUITE_P(Goldens, GoldenTest,
                          ::testing::Values("cls_factorized", "qa_c2p_only", "rerank_p2c_nonorm"));
+// The second family (model_type "albert"), through the same facade and checks.
+INSTANTIATE_TEST_SUITE_P(AlbertGoldens, GoldenTest, ::testing::Values("albert/albert_cls", "albert/albert_qa"));
 
-// extra_cases: a sequence past the DeBERTa bucket range.
+// extra_cases: a sequence past the DeBERTa bucket range, and ALBERT pairs of
+// max_position_embeddings tokens.
 class GoldenExtraCases : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GoldenExtraCases, MatchFp32) {
@@ -223,7 +230,7 @@ TEST_P(GoldenExtraCases, MatchFp32) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Goldens, GoldenExtraCases,
-                         ::testing::Values("cls_factorized"));
+                         ::testing::Values("cls_factorized", "albert/albert_cls", "albert/albert_qa"));
 
 TEST(GoldenExtra, RejectsIdsOutsideVocabulary) {
   auto model = DebertaModel::Load(GoldenDir("qa_c2p_only"), ModelOptions{"fp32", TestDevice()});
@@ -235,6 +242,19 @@ TEST(GoldenExtra, RejectsIdsOutsideVocabulary) {
   auto too_long = (*model)->Run(TokenBatch::Pad({std::vector<int64_t>(129, 5)}, {}, 0));
   ASSERT_FALSE(too_long.ok());
   EXPECT_NE(too_long.status().message().find("max_position_embeddings"), std::string::npos);
+}
+
+TEST(GoldenExtra, AlbertRejectsTooLongAndBadTokenTypes) {
+  auto model = DebertaModel::Load(GoldenDir("albert/albert_cls"), ModelOptions{"fp32", TestDevice()});
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ((*model)->task(), Task::kClassify);
+  EXPECT_EQ((*model)->max_length(), 128);
+  auto too_long = (*model)->Run(TokenBatch::Pad({std::vector<int64_t>(129, 5)}, {}, 0));
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_NE(too_long.status().message().find("max_position_embeddings"), std::string::npos) << too_long.status();
+  auto bad_type = (*model)->Run(TokenBatch::Pad({{2, 7, 3}}, {{0, 2, 0}}, 0));
+  ASSERT_FALSE(bad_type.ok());
+  EXPECT_NE(bad_type.status().message().find("token_type_id 2"), std::string::npos) << bad_type.status();
 }
 
 }  // namespace

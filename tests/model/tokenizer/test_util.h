@@ -28,6 +28,21 @@ inline void EnsureOracle() {
   ASSERT_TRUE(std::filesystem::exists(dir + "/DONE"));
 }
 
+// The ALBERT text-rules oracle of gen_albert_oracle.py (ctest fixture
+// `tokenizer_albert_oracle`), generated here when missing.
+inline std::string AlbertOracleDir() {
+  return std::string(DSERVE_BINARY_DIR) + "/tokenizer_albert_oracle";
+}
+inline void EnsureAlbertOracle() {
+  const std::string dir = AlbertOracleDir();
+  if (std::filesystem::exists(dir + "/DONE")) return;
+  const std::string cmd = std::string("/usr/bin/python3 ") + DSERVE_SOURCE_DIR +
+                          "/tests/model/tokenizer/gen_albert_oracle.py " + dir + " --corpus " +
+                          GoldenDir() + "/corpus.txt";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  ASSERT_TRUE(std::filesystem::exists(dir + "/DONE"));
+}
+
 inline std::vector<nlohmann::json> ReadJsonl(const std::string& path) {
   std::vector<nlohmann::json> rows;
   std::ifstream in(path);

@@ -1,0 +1,215 @@
+#include "model/albert/albert_encoder.h"
+
+#include <cmath>
+#include <limits>
+
+#include <torch/torch.h>
+
+#include "absl/strings/str_cat.h"
+#include "model/deberta/cpu_kernels.h"
+#include "model/deberta/weights.h"
+#include "model/util/status_macros.h"
+
+namespace dserve {
+namespace {
+
+std::string LayerPrefix(int64_t group, int64_t inner) {
+  return absl::StrCat("albert.encoder.albert_layer_groups.", group, ".albert_layers.", inner);
+}
+
+// Linear through oneDNN's sgemm in fp32 inference on CPU (cpu_kernels.h).
+torch::Tensor Linear(const torch::Tensor& x, const LinearWeights& w) {
+  if (FusedLinearApplies(x, w.weight, w.bias)) return FusedLinear(x, w.weight, w.bias);
+  return torch::linear(x, w.weight, w.bias);
+}
+
+// LayerNorm(x + residual), in one pass on CPU where the kernel applies.
+torch::Tensor AddNorm(const torch::Tensor& x, const torch::Tensor& residual, const NormWeights& w, double eps) {
+  if (FusedAddLayerNormApplies(x, w.weight, w.bias)) return FusedAddLayerNorm(x, residual, w.weight, w.bias, eps);
+  return torch::layer_norm(x + residual, {x.size(-1)}, w.weight, w.bias, eps);
+}
+
+}  // namespace
+
+absl::StatusOr<AlbertWeights> AlbertWeights::Load(const ModelConfig& c, WeightStore& store) {
+  if (!c.albert) return absl::InvalidArgumentError("not an ALBERT config (model_type must be \"albert\")");
+  const int64_t V = c.vocab_size, E = c.embedding_dim(), H = c.hidden_size, I = c.intermediate_size;
+  AlbertWeights w;
+  ASSIGN_OR_RETURN(w.word, store.Get("albert.embeddings.word_embeddings.weight", {V, E}));
+  ASSIGN_OR_RETURN(w.position, store.Get("albert.embeddings.position_embeddings.weight", {c.max_position_embeddings, E}));
+  ASSIGN_OR_RETURN(w.token_type, store.Get("albert.embeddings.token_type_embeddings.weight", {c.type_vocab_size, E}));
+  RETURN_IF_ERROR(LoadNorm(store, "albert.embeddings.LayerNorm", E, &w.embedding_norm));
+  RETURN_IF_ERROR(LoadLinear(store, "albert.encoder.embedding_hidden_mapping_in", H, E, &w.embedding_to_hidden));
+  w.groups.resize(static_cast<size_t>(c.albert->num_hidden_groups));
+  for (int64_t g = 0; g < c.albert->num_hidden_groups; ++g) {
+    for (int64_t j = 0; j < c.albert->inner_group_num; ++j) {
+      const std::string p = LayerPrefix(g, j);
+      AlbertLayerWeights l;
+      RETURN_IF_ERROR(LoadLinear(store, p + ".attention.query", H, H, &l.query));
+      RETURN_IF_ERROR(LoadLinear(store, p + ".attention.key", H, H, &l.key));
+      RETURN_IF_ERROR(LoadLinear(store, p + ".attention.value", H, H, &l.value));
+      RETURN_IF_ERROR(LoadLinear(store, p + ".attention.dense", H, H, &l.dense));
+      RETURN_IF_ERROR(LoadNorm(store, p + ".attention.LayerNorm", H, &l.attention_norm));
+      RETURN_IF_ERROR(LoadLinear(store, p + ".ffn", I, H, &l.ffn));
+      RETURN_IF_ERROR(LoadLinear(store, p + ".ffn_output", H, I, &l.ffn_output));
+      RETURN_IF_ERROR(LoadNorm(store, p + ".full_layer_layer_norm", H, &l.output_norm));
+      w.groups[static_cast<size_t>(g)].push_back(std::move(l));
+    }
+  }
+  return w;
+}
+
+AlbertWeights AlbertWeights::Init(const ModelConfig& c, torch::ScalarType dtype, const torch::Device& device) {
+  const auto opts = torch::TensorOptions().dtype(dtype).device(device);
+  const int64_t E = c.embedding_dim(), H = c.hidden_size, I = c.intermediate_size;
+  auto normal = [&](std::vector<int64_t> shape) { return torch::randn(shape, opts) * c.initializer_range; };
+  auto linear = [&](int64_t out, int64_t in) { return LinearWeights{normal({out, in}), torch::zeros({out}, opts)}; };
+  auto norm = [&](int64_t n) { return NormWeights{torch::ones({n}, opts), torch::zeros({n}, opts)}; };
+  AlbertWeights w;
+  w.word = normal({c.vocab_size, E});
+  w.position = normal({c.max_position_embeddings, E});
+  w.token_type = normal({c.type_vocab_size, E});
+  w.embedding_norm = norm(E);
+  w.embedding_to_hidden = linear(H, E);
+  const int64_t groups = c.albert ? c.albert->num_hidden_groups : 1;
+  const int64_t inner = c.albert ? c.albert->inner_group_num : 1;
+  w.groups.resize(static_cast<size_t>(groups));
+  for (auto& group : w.groups) {
+    for (int64_t j = 0; j < inner; ++j) {
+      group.push_back({linear(H, H), linear(H, H), linear(H, H), linear(H, H), norm(H), linear(I, H), linear(H, I),
+                       norm(H)});
+    }
+  }
+  return w;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> AlbertWeights::Named() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  auto linear = [&](const std::string& name, const LinearWeights& w) {
+    out.emplace_back(name + ".weight", w.weight);
+    out.emplace_back(name + ".bias", w.bias);
+  };
+  auto norm = [&](const std::string& name, const NormWeights& w) {
+    out.emplace_back(name + ".weight", w.weight);
+    out.emplace_back(name + ".bias", w.bias);
+  };
+  out.emplace_back("albert.embeddings.word_embeddings.weight", word);
+  out.emplace_back("albert.embeddings.position_embeddings.weight", position);
+  out.emplace_back("albert.embeddings.token_type_embeddings.weight", token_type);
+  norm("albert.embeddings.LayerNorm", embedding_norm);
+  linear("albert.encoder.embedding_hidden_mapping_in", embedding_to_hidden);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (size_t j = 0; j < groups[g].size(); ++j) {
+      const std::string p = LayerPrefix(static_cast<int64_t>(g), static_cast<int64_t>(j));
+      const AlbertLayerWeights& l = groups[g][j];
+      norm(p + ".full_layer_layer_norm", l.output_norm);
+      linear(p + ".attention.query", l.query);
+      linear(p + ".attention.key", l.key);
+      linear(p + ".attention.value", l.value);
+      linear(p + ".attention.dense", l.dense);
+      norm(p + ".attention.LayerNorm", l.attention_norm);
+      linear(p + ".ffn", l.ffn);
+      linear(p + ".ffn_output", l.ffn_output);
+    }
+  }
+  return out;
+}
+
+int64_t AlbertEncoder::GroupOfLayer(int64_t layer, int64_t num_layers, int64_t num_groups) {
+  // transformers: int(i / (num_hidden_layers / num_hidden_groups)), in float.
+  const double per_group = static_cast<double>(num_layers) / static_cast<double>(num_groups);
+  return static_cast<int64_t>(static_cast<double>(layer) / per_group);
+}
+
+AlbertEncoder::AlbertEncoder(const ModelConfig& config, AlbertWeights weights)
+    : config_(config), weights_(std::move(weights)) {}
+
+absl::StatusOr<std::unique_ptr<AlbertEncoder>> AlbertEncoder::Create(const ModelConfig& config,
+                                                                     AlbertWeights weights) {
+  if (!config.albert) return absl::InvalidArgumentError("not an ALBERT config");
+  std::unique_ptr<AlbertEncoder> e(new AlbertEncoder(config, std::move(weights)));
+  ASSIGN_OR_RETURN(e->act_, ActivationByName(config.hidden_act));
+  ASSIGN_OR_RETURN(e->act_in_place_, InPlaceActivationByName(config.hidden_act));
+  e->heads_ = config.num_attention_heads;
+  e->head_size_ = config.head_size();
+  const int64_t groups = static_cast<int64_t>(e->weights_.groups.size());
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+    const int64_t g = GroupOfLayer(i, config.num_hidden_layers, config.albert->num_hidden_groups);
+    if (g < 0 || g >= groups) {
+      return absl::InvalidArgumentError(absl::StrCat("layer ", i, " maps to parameter group ", g, " of ", groups));
+    }
+  }
+  for (const auto& group : e->weights_.groups) {
+    std::vector<Fused> fused;
+    for (const AlbertLayerWeights& l : group) {
+      fused.push_back({{torch::cat({l.query.weight, l.key.weight, l.value.weight}, 0).contiguous(),
+                        torch::cat({l.query.bias, l.key.bias, l.value.bias}, 0).contiguous()}});
+    }
+    e->fused_.push_back(std::move(fused));
+  }
+  return e;
+}
+
+torch::Tensor AlbertEncoder::Embed(const EncoderInput& input) const {
+  const int64_t L = input.input_ids.size(1);
+  const auto positions = torch::arange(L, input.input_ids.options());
+  torch::Tensor x = torch::embedding(weights_.word, input.input_ids);
+  const torch::Tensor types = input.token_type_ids.defined() ? input.token_type_ids
+                                                             : torch::zeros_like(input.input_ids);
+  // HF adds word + type first, then position.
+  x = x + torch::embedding(weights_.token_type, types);
+  x = x + torch::embedding(weights_.position, positions).unsqueeze(0);
+  x = torch::layer_norm(x, {x.size(-1)}, weights_.embedding_norm.weight, weights_.embedding_norm.bias,
+                        config_.layer_norm_eps);
+  return Linear(x, weights_.embedding_to_hidden);
+}
+
+torch::Tensor AlbertEncoder::Layer(const AlbertLayerWeights& w, const Fused& fused, const torch::Tensor& hidden,
+                                   const torch::Tensor& key_bias) const {
+  const int64_t B = hidden.size(0), L = hidden.size(1), H = hidden.size(2);
+  // [B, L, 3, heads, d] -> three [B, heads, L, d]
+  const auto qkv = Linear(hidden, fused.qkv).view({B, L, 3, heads_, head_size_}).permute({2, 0, 3, 1, 4});
+  const auto q = qkv[0], k = qkv[1], v = qkv[2];
+  auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_size_));
+  scores = scores + key_bias;  // [B, 1, 1, L]: padded keys get the dtype's lowest value
+  // Softmax in float32 (bf16 scores keep their argmax but not their sum).
+  const auto probs = torch::softmax(scores, -1, torch::kFloat).to(hidden.scalar_type());
+  const auto context = torch::matmul(probs, v).permute({0, 2, 1, 3}).reshape({B, L, H});
+  const auto attended = AddNorm(Linear(context, w.dense), hidden, w.attention_norm, config_.layer_norm_eps);
+  const auto inner = act_in_place_(Linear(attended, w.ffn));
+  return AddNorm(Linear(inner, w.ffn_output), attended, w.output_norm, config_.layer_norm_eps);
+}
+
+namespace {
+// torch.finfo(dtype).min.
+double LowestOf(torch::ScalarType dtype) {
+  switch (dtype) {
+    case torch::kBFloat16:
+      return static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest());
+    case torch::kHalf:
+      return static_cast<double>(std::numeric_limits<c10::Half>::lowest());
+    case torch::kDouble:
+      return std::numeric_limits<double>::lowest();
+    default:
+      return static_cast<double>(std::numeric_limits<float>::lowest());
+  }
+}
+}  // namespace
+
+torch::Tensor AlbertEncoder::Forward(const EncoderInput& input) const {
+  torch::Tensor hidden = Embed(input);
+  // (1 - mask) * finfo.min on the key axis only, as HF's AlbertModel does.
+  const double lowest = LowestOf(hidden.scalar_type());
+  const auto key_bias = ((1 - input.attention_mask).to(hidden.scalar_type()) * lowest).view(
+      {input.attention_mask.size(0), 1, 1, input.attention_mask.size(1)});
+  const int64_t n = config_.num_hidden_layers, groups = config_.albert->num_hidden_groups;
+  for (int64_t i = 0; i < n; ++i) {
+    const size_t g = static_cast<size_t>(GroupOfLayer(i, n, groups));
+    for (size_t j = 0; j < weights_.groups[g].size(); ++j) {
+      hidden = Layer(weights_.groups[g][j], fused_[g][j], hidden, key_bias);
+    }
+  }
+  return hidden;
+}
+
+}  // namespace dserve

@@ -1,0 +1,87 @@
+// The ALBERT encoder exactly as Hugging Face's AlbertModel computes it
+// (../shared/goldens/albert/README.md): embeddings in E dimensions with a
+// LayerNorm there, a biased E->H projection inside the encoder, then
+// num_hidden_layers post-LN layers whose parameters come from
+// num_hidden_groups groups of inner_group_num layers each (layer i runs group
+// int(i / (num_hidden_layers / num_hidden_groups))), absolute positions, and
+// an additive mask on padded keys only.
+//
+// Thread safety: immutable after Create(); Forward is const and may run on
+// several threads at once.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "absl/status/statusor.h"
+#include "model/checkpoint/model_config.h"
+#include "model/deberta/torch_util.h"
+#include "model/family/network.h"
+
+namespace dserve {
+
+class WeightStore;
+
+struct AlbertLayerWeights {
+  LinearWeights query, key, value;  // [H, H] each
+  LinearWeights dense;              // attention.dense [H, H]
+  NormWeights attention_norm;       // attention.LayerNorm [H]
+  LinearWeights ffn;                // [I, H]
+  LinearWeights ffn_output;         // [H, I]
+  NormWeights output_norm;          // full_layer_layer_norm [H]
+};
+
+struct AlbertWeights {
+  torch::Tensor word;        // albert.embeddings.word_embeddings [V, E]
+  torch::Tensor position;    // position_embeddings [P, E]
+  torch::Tensor token_type;  // token_type_embeddings [T, E]
+  NormWeights embedding_norm;          // embeddings.LayerNorm [E]
+  LinearWeights embedding_to_hidden;   // encoder.embedding_hidden_mapping_in [H, E] + bias
+  // groups[g][j]: albert_layer_groups.g.albert_layers.j
+  std::vector<std::vector<AlbertLayerWeights>> groups;
+
+  // Every tensor by its HF name ("albert." scope), shapes checked against
+  // `config` (which must be an ALBERT config).
+  static absl::StatusOr<AlbertWeights> Load(const ModelConfig& config, WeightStore& store);
+  // Fresh weights as HF's _init_weights draws them (normal(0,
+  // initializer_range), LayerNorm 1/0, biases 0): benchmarks, training.
+  static AlbertWeights Init(const ModelConfig& config, torch::ScalarType dtype, const torch::Device& device);
+  // (HF name, tensor) pairs, "albert." prefixed, in HF's state_dict order.
+  std::vector<std::pair<std::string, torch::Tensor>> Named() const;
+};
+
+class AlbertEncoder {
+ public:
+  static absl::StatusOr<std::unique_ptr<AlbertEncoder>> Create(const ModelConfig& config, AlbertWeights weights);
+
+  // last_hidden_state [B, L, H].
+  torch::Tensor Forward(const EncoderInput& input) const;
+
+  // The parameter group layer `layer` runs (HF's float division, truncated).
+  static int64_t GroupOfLayer(int64_t layer, int64_t num_layers, int64_t num_groups);
+
+  const AlbertWeights& weights() const { return weights_; }
+
+ private:
+  struct Fused {
+    LinearWeights qkv;  // [3H, H]: one GEMM for query, key and value
+  };
+  AlbertEncoder(const ModelConfig& config, AlbertWeights weights);
+  torch::Tensor Embed(const EncoderInput& input) const;
+  torch::Tensor Layer(const AlbertLayerWeights& w, const Fused& fused, const torch::Tensor& hidden,
+                      const torch::Tensor& key_bias) const;
+
+  ModelConfig config_;
+  AlbertWeights weights_;
+  std::vector<std::vector<Fused>> fused_;  // parallel to weights_.groups
+  Activation act_ = nullptr;
+  Activation act_in_place_ = nullptr;
+  int64_t heads_ = 0;
+  int64_t head_size_ = 0;
+};
+
+}  // namespace dserve

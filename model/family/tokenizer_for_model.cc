@@ -1,0 +1,44 @@
+#include "model/family/tokenizer_for_model.h"
+
+#include <sys/stat.h>
+
+#include "model/albert/albert_text.h"
+#include "model/util/status_macros.h"
+
+namespace dserve {
+namespace {
+
+using RulesLoader = absl::StatusOr<TextRules> (*)(const std::string& dir);
+
+struct FamilyText {
+  const char* model_type;
+  RulesLoader rules;
+};
+
+// One line per family with text rules; the others (DeBERTa) use SentencePiece alone.
+constexpr FamilyText kFamilyText[] = {
+    {"albert", &AlbertTokenizerRules},
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadCheckpointTokenizer(const std::string& dir,
+                                                                   const ModelConfig& config) {
+  for (const FamilyText& family : kFamilyText) {
+    if (config.model_type == family.model_type) {
+      ASSIGN_OR_RETURN(TextRules rules, family.rules(dir));
+      return Tokenizer::FromDirectory(dir, rules);
+    }
+  }
+  return Tokenizer::FromDirectory(dir);
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadCheckpointTokenizer(const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return Tokenizer::FromDirectory(dir);
+  ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::FromFile(path));
+  return LoadCheckpointTokenizer(dir, config);
+}
+
+}  // namespace dserve
