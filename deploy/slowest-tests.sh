@@ -11,4 +11,6 @@ lines=$(sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) .* ([0-9]+\.[0-9]+) 
 count=$(printf '%s\n' "$lines" | grep -c . || true)
 total=$(printf '%s\n' "$lines" | awk '{s += $1} END {printf "%.1f", s}')
 echo "slowest $n of $count tests (sum of test times ${total} s):"
-printf '%s\n' "$lines" | head -n "$n" | awk '{printf "  %8.2f s  %s\n", $1, $2}'
+# awk reads all of its input (head would close the pipe early: SIGPIPE, and
+# with pipefail a failed script).
+printf '%s\n' "$lines" | awk -v n="$n" 'NR <= n {printf "  %8.2f s  %s\n", $1, $2}'

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "model/util/logging.h"
 #include "model/util/status_macros.h"
 
@@ -26,7 +27,8 @@ constexpr char kWeightIndex[] = "model.safetensors.index.json";
 constexpr char kSpm[] = "spm.model";
 constexpr char kTokenizerJson[] = "tokenizer.json";
 constexpr char kAddedTokens[] = "added_tokens.json";
-constexpr char kSpiece[] = "spiece.model";  // ALBERT's (and T5's) name for it
+constexpr char kSpiece[] = "spiece.model";
+constexpr char kTrainingBest[] = "best";  // dserve train --out OUT writes OUT/best and OUT/last  // ALBERT's (and T5's) name for it
 constexpr char kTokenizerConfig[] = "tokenizer_config.json";
 
 std::atomic<bool> use_rename_exchange{true};
@@ -239,12 +241,30 @@ namespace internal {
 void SetUseRenameExchangeForTesting(bool enabled) { use_rename_exchange.store(enabled); }
 }  // namespace internal
 
+namespace {
+// Says once per folder that a training output folder stands for its best/
+// (ResolveCheckpoint runs on every hot-reload poll).
+void AnnounceTrainingOutput(const std::string& dir, const std::string& best) {
+  static absl::Mutex* mu = new absl::Mutex();
+  static std::set<std::string>* announced = new std::set<std::string>();
+  absl::MutexLock lock(mu);
+  if (announced->insert(dir).second) {
+    Logger("checkpoint")->info("{} is a dserve train output folder: using its best checkpoint, {}", dir, best);
+  }
+}
+}  // namespace
+
 absl::StatusOr<CheckpointFiles> ResolveCheckpoint(const std::string& dir) {
   if (!Exists(dir)) {
     return absl::NotFoundError(absl::StrCat("checkpoint directory ", dir, " does not exist"));
   }
   if (!IsDirectory(dir)) {
     return absl::InvalidArgumentError(absl::StrCat("checkpoint ", dir, " is not a directory"));
+  }
+  const std::string best = Join(dir, kTrainingBest);
+  if (!IsRegularFile(Join(dir, kConfig)) && IsRegularFile(Join(best, kConfig))) {
+    AnnounceTrainingOutput(dir, best);
+    return ResolveCheckpoint(best);
   }
   CheckpointFiles files;
   files.dir = dir;

@@ -44,7 +44,10 @@ struct CheckpointFiles {
   std::string tokenizer_config;  // tokenizer_config.json when present, else ""
 };
 
-// Finds the files of the checkpoint in `dir`. Errors name the directory and
+// Finds the files of the checkpoint in `dir`; `dir` may also be a `dserve
+// train --out` folder (no config.json of its own, a best/ that has one):
+// then its best/ is resolved (files.dir says so) and the log says it once.
+// Errors name the directory and
 // the missing file: NotFound when `dir` or config.json is missing, or when
 // neither model.safetensors nor model.safetensors.index.json exists (a
 // pytorch_model.bin is mentioned as unsupported); InvalidArgument for a

@@ -82,6 +82,29 @@ TEST(ResolveCheckpoint, MissingPieces) {
   EXPECT_THAT(std::string(files.status().message()), HasSubstr("not a directory"));
 }
 
+TEST(ResolveCheckpoint, TrainingOutputFolderResolvesToBest) {
+  // dserve train --out OUT writes OUT/best and OUT/last; OUT itself has no config.json.
+  TempDir out;
+  for (const char* sub : {"best", "last"}) {
+    std::filesystem::create_directories(out.File(sub));
+    WriteText(out.File(std::string(sub) + "/config.json"), "{}");
+    WriteText(out.File(std::string(sub) + "/model.safetensors"), "x");
+  }
+  WriteText(out.File("best/spm.model"), "x");
+  absl::StatusOr<CheckpointFiles> files = ResolveCheckpoint(out.path());
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_EQ(files->dir, out.File("best"));
+  EXPECT_EQ(files->config, out.File("best/config.json"));
+  EXPECT_THAT(files->weights, ElementsAre(out.File("best/model.safetensors")));
+  EXPECT_EQ(files->tokenizer, out.File("best/spm.model"));
+  // A folder with a config.json of its own is that checkpoint, best/ or not.
+  WriteText(out.File("config.json"), "{}");
+  WriteText(out.File("model.safetensors"), "x");
+  files = ResolveCheckpoint(out.path());
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_EQ(files->dir, out.path());
+}
+
 TEST(ResolveCheckpoint, ShardedIndexAndTokenizerChoice) {
   TempDir dir;
   WriteText(dir.File("config.json"), "{}");
