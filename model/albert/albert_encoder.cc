@@ -128,7 +128,6 @@ absl::StatusOr<std::unique_ptr<AlbertEncoder>> AlbertEncoder::Create(const Model
                                                                      AlbertWeights weights) {
   if (!config.albert) return absl::InvalidArgumentError("not an ALBERT config");
   std::unique_ptr<AlbertEncoder> e(new AlbertEncoder(config, std::move(weights)));
-  ASSIGN_OR_RETURN(e->act_, ActivationByName(config.hidden_act));
   ASSIGN_OR_RETURN(e->act_in_place_, InPlaceActivationByName(config.hidden_act));
   e->heads_ = config.num_attention_heads;
   e->head_size_ = config.head_size();
@@ -154,10 +153,10 @@ torch::Tensor AlbertEncoder::Embed(const EncoderInput& input) const {
   const int64_t L = input.input_ids.size(1);
   const auto positions = torch::arange(L, input.input_ids.options());
   torch::Tensor x = torch::embedding(weights_.word, input.input_ids);
-  const torch::Tensor types = input.token_type_ids.defined() ? input.token_type_ids
-                                                             : torch::zeros_like(input.input_ids);
-  // HF adds word + type first, then position.
-  x = x + torch::embedding(weights_.token_type, types);
+  // HF adds word + type first, then position. No token types: all type 0,
+  // one row broadcast (no [B, L] of zeros to build and gather).
+  x = input.token_type_ids.defined() ? x + torch::embedding(weights_.token_type, input.token_type_ids)
+                                     : x + weights_.token_type[0];
   x = x + torch::embedding(weights_.position, positions).unsqueeze(0);
   x = torch::layer_norm(x, {x.size(-1)}, weights_.embedding_norm.weight, weights_.embedding_norm.bias,
                         config_.layer_norm_eps);

@@ -78,8 +78,7 @@ class AlbertEncoder {
   ModelConfig config_;
   AlbertWeights weights_;
   std::vector<std::vector<Fused>> fused_;  // parallel to weights_.groups
-  Activation act_ = nullptr;
-  Activation act_in_place_ = nullptr;
+  Activation act_in_place_ = nullptr;  // hidden_act, on the FFN's fresh output
   int64_t heads_ = 0;
   int64_t head_size_ = 0;
 };

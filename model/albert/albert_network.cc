@@ -26,9 +26,7 @@ absl::StatusOr<ClassificationHead> LoadClassificationHead(const ModelConfig& c, 
 absl::StatusOr<std::unique_ptr<Network>> LoadAlbertNetwork(const ModelConfig& config, WeightStore& store) {
   store.set_scope("albert.");
   ASSIGN_OR_RETURN(AlbertWeights weights, AlbertWeights::Load(config, store));
-  ASSIGN_OR_RETURN(TaskHeads heads,
-                   TaskHeads::Load(config, store, &LoadClassificationHead,
-                                   "AlbertForSequenceClassification or AlbertForQuestionAnswering"));
+  ASSIGN_OR_RETURN(TaskHeads heads, TaskHeads::Load(config, store, &LoadClassificationHead));
   ASSIGN_OR_RETURN(auto encoder, AlbertEncoder::Create(config, std::move(weights)));
   return std::unique_ptr<Network>(new EncoderWithHeads<AlbertEncoder>(std::move(encoder), std::move(heads)));
 }

@@ -27,8 +27,8 @@ constexpr char kWeightIndex[] = "model.safetensors.index.json";
 constexpr char kSpm[] = "spm.model";
 constexpr char kTokenizerJson[] = "tokenizer.json";
 constexpr char kAddedTokens[] = "added_tokens.json";
-constexpr char kSpiece[] = "spiece.model";
-constexpr char kTrainingBest[] = "best";  // dserve train --out OUT writes OUT/best and OUT/last  // ALBERT's (and T5's) name for it
+constexpr char kSpiece[] = "spiece.model";  // ALBERT's (and T5's) name for it
+constexpr char kTrainingBest[] = "best";     // dserve train --out OUT writes OUT/best and OUT/last
 constexpr char kTokenizerConfig[] = "tokenizer_config.json";
 
 std::atomic<bool> use_rename_exchange{true};

@@ -31,7 +31,6 @@ class WeightStore {
 
   // The scope tried with and without ("deberta." unless set; e.g. "albert.").
   void set_scope(std::string scope) { scope_ = std::move(scope); }
-  const std::string& scope() const { return scope_; }
 
   // The tensor called `name` (tries `name`, scope + name, and name
   // without a leading scope). NotFound names the tensor and file when

@@ -1,7 +1,5 @@
 #include "model/family/tokenizer_for_model.h"
 
-#include <sys/stat.h>
-
 #include "model/albert/albert_text.h"
 #include "model/checkpoint/checkpoint_dir.h"
 #include "model/util/status_macros.h"
@@ -21,19 +19,16 @@ constexpr FamilyText kFamilyText[] = {
     {"albert", &AlbertTokenizerRules},
 };
 
-}  // namespace
-
-// The folder the files are in: `dir`, or the best/ of a training output
-// folder (ResolveCheckpoint); `dir` when it is no checkpoint (a bare
-// tokenizer folder).
+// Where a checkpoint's files are: `dir`, or the best/ of a training output
+// folder (ResolveCheckpoint); `dir` when it is no whole checkpoint.
 std::string FilesDir(const std::string& dir) {
   auto files = ResolveCheckpoint(dir);
   return files.ok() ? files->dir : dir;
 }
 
-absl::StatusOr<std::unique_ptr<Tokenizer>> LoadCheckpointTokenizer(const std::string& dir,
-                                                                   const ModelConfig& config) {
-  const std::string files_dir = FilesDir(dir);
+// `files_dir` holds the checkpoint's files (already resolved).
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFromFilesDir(const std::string& files_dir,
+                                                            const ModelConfig& config) {
   for (const FamilyText& family : kFamilyText) {
     if (config.model_type == family.model_type) {
       ASSIGN_OR_RETURN(TextRules rules, family.rules(files_dir));
@@ -43,12 +38,19 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadCheckpointTokenizer(const std::st
   return Tokenizer::FromDirectory(files_dir);
 }
 
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadCheckpointTokenizer(const std::string& dir,
+                                                                   const ModelConfig& config) {
+  return LoadFromFilesDir(FilesDir(dir), config);
+}
+
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadCheckpointTokenizer(const std::string& dir) {
-  const std::string path = FilesDir(dir) + "/config.json";
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) return Tokenizer::FromDirectory(dir);
-  ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::FromFile(path));
-  return LoadCheckpointTokenizer(dir, config);
+  const std::string files_dir = FilesDir(dir);
+  auto config = ModelConfig::FromFile(files_dir + "/config.json");
+  if (absl::IsNotFound(config.status())) return Tokenizer::FromDirectory(dir);  // a bare tokenizer folder
+  if (!config.ok()) return config.status();
+  return LoadFromFilesDir(files_dir, *config);
 }
 
 }  // namespace dserve

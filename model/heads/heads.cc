@@ -11,10 +11,8 @@ namespace dserve {
 absl::StatusOr<ClassificationHead> ClassificationHead::Load(const ModelConfig& c, WeightStore& store) {
   ClassificationHead head;
   const int64_t H = c.hidden_size, P = c.pooler_hidden_size;
-  ASSIGN_OR_RETURN(head.pooler.weight, store.Get("pooler.dense.weight", {P, H}));
-  ASSIGN_OR_RETURN(head.pooler.bias, store.Get("pooler.dense.bias", {P}));
-  ASSIGN_OR_RETURN(head.classifier.weight, store.Get("classifier.weight", {c.num_labels(), P}));
-  ASSIGN_OR_RETURN(head.classifier.bias, store.Get("classifier.bias", {c.num_labels()}));
+  RETURN_IF_ERROR(LoadLinear(store, "pooler.dense", P, H, &head.pooler));
+  RETURN_IF_ERROR(LoadLinear(store, "classifier", c.num_labels(), P, &head.classifier));
   ASSIGN_OR_RETURN(head.pooler_act, ActivationByName(c.pooler_hidden_act));
   return head;
 }
@@ -46,8 +44,7 @@ void ClassificationHead::AppendNamed(std::vector<std::pair<std::string, torch::T
 
 absl::StatusOr<QaHead> QaHead::Load(const ModelConfig& c, WeightStore& store) {
   QaHead head;
-  ASSIGN_OR_RETURN(head.qa_outputs.weight, store.Get("qa_outputs.weight", {2, c.hidden_size}));
-  ASSIGN_OR_RETURN(head.qa_outputs.bias, store.Get("qa_outputs.bias", {2}));
+  RETURN_IF_ERROR(LoadLinear(store, "qa_outputs", 2, c.hidden_size, &head.qa_outputs));
   return head;
 }
 
@@ -67,8 +64,7 @@ void QaHead::AppendNamed(std::vector<std::pair<std::string, torch::Tensor>>* out
 }
 
 absl::StatusOr<TaskHeads> TaskHeads::Load(const ModelConfig& config, WeightStore& store,
-                                           const ClassificationLoader& load_classification,
-                                           const std::string& architectures) {
+                                           const ClassificationLoader& load_classification) {
   TaskHeads heads;
   switch (config.task()) {
     case Task::kClassify:
@@ -83,9 +79,7 @@ absl::StatusOr<TaskHeads> TaskHeads::Load(const ModelConfig& config, WeightStore
       return heads;
     }
     default:
-      return absl::InvalidArgumentError(absl::StrCat("task '", TaskName(config.task()),
-                                                     "' cannot be served; architectures must be ", architectures,
-                                                     " (or set dserve.task)"));
+      return absl::InvalidArgumentError(absl::StrCat("task '", TaskName(config.task()), "' has no served head"));
   }
 }
 

@@ -52,11 +52,10 @@ struct TaskHeads {
   std::optional<QaHead> qa;
 
   // `load_classification` reads the family's pooler + classifier; QA reads
-  // qa_outputs. Another task is an error naming `architectures` (the
-  // family's servable classes, for the message).
+  // qa_outputs. Another task is InvalidArgument (DebertaModel::Load refuses
+  // such a checkpoint first, naming its file and architectures).
   static absl::StatusOr<TaskHeads> Load(const ModelConfig& config, WeightStore& store,
-                                        const ClassificationLoader& load_classification,
-                                        const std::string& architectures);
+                                        const ClassificationLoader& load_classification);
   // hidden [B, L, H] -> the head's outputs into `out` (logits, or start/end).
   void Forward(const torch::Tensor& hidden, NetworkOutputs* out) const;
 };

@@ -346,8 +346,10 @@ absl::Status EncodeWithTextRules(const SpmProcessor& spm, const TextRules& rules
   if (pieces) pieces->clear();
   RETURN_IF_ERROR(ValidateUtf8(text));
   const AlignedText pre = PreprocessText(text, rules);
-  std::vector<SpmPiece> raw;
-  SpmTrace trace;
+  // Kept per thread: Encode swaps its scratch buffers with the trace's, so
+  // both keep their capacity from one text to the next.
+  thread_local std::vector<SpmPiece> raw;
+  thread_local SpmTrace trace;
   RETURN_IF_ERROR(spm.Encode(pre.text, &raw, nullptr, &trace));
   const PieceMapper mapper(spm, pre, trace);
   RuleEncoder encoder(spm, mapper, out, pieces);

@@ -57,6 +57,27 @@ nlohmann::json ShapeConfig(const std::string& shape) {
   return nlohmann::json::parse(in, nullptr, false);
 }
 
+using EncoderForward = std::function<torch::Tensor(const EncoderInput&)>;
+
+// The encoder of `config`'s family with random weights (HF's init). The
+// kernel switches are the DeBERTa encoder's; ALBERT's has none.
+EncoderForward RandomEncoder(const ModelConfig& config, torch::ScalarType dtype, const torch::Device& device,
+                             const DebertaEncoder::Options::Kernels& kernels) {
+  auto fail = [](const absl::Status& status) { throw std::runtime_error(std::string(status.message())); };
+  if (config.albert) {
+    auto encoder = AlbertEncoder::Create(config, AlbertWeights::Init(config, dtype, device));
+    if (!encoder.ok()) fail(encoder.status());
+    std::shared_ptr<AlbertEncoder> e = *std::move(encoder);
+    return [e](const EncoderInput& in) { return e->Forward(in); };
+  }
+  DebertaEncoder::Options options;
+  options.kernels = kernels;
+  auto encoder = DebertaEncoder::Create(config, EncoderWeights::Init(config, dtype, device), options);
+  if (!encoder.ok()) fail(encoder.status());
+  std::shared_ptr<DebertaEncoder> e = *std::move(encoder);
+  return [e](const EncoderInput& in) { return e->Forward(in); };
+}
+
 void Synchronize(const torch::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());
 }
@@ -151,9 +172,10 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
     Kernels kernels;
   };
   std::vector<Run> runs;
+  const bool kernel_switches = !config->albert;  // DeBERTa's fused kernels; ALBERT's encoder has no switches
   for (const auto& dtype_name : o.dtypes) {
     runs.push_back({dtype_name, dtype_name, Kernels()});
-    if (o.ablate_kernels && !config->albert) {  // leave one kernel out at a time (DeBERTa's kernels)
+    if (o.ablate_kernels && kernel_switches) {  // leave one kernel out at a time
       const bool fp32 = dtype_name == "fp32";  // the linear kernel is fp32-only
       for (const auto& [name, off] : std::vector<std::pair<const char*, bool Kernels::*>>{
                {"attention", &Kernels::attention}, {"add_layer_norm", &Kernels::add_layer_norm},
@@ -164,7 +186,7 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
         runs.push_back({dtype_name + "-no-" + name, dtype_name, k});
       }
     }
-    if ((o.compare_unfused || o.ablate_kernels) && !config->albert) runs.push_back({dtype_name + "-unfused", dtype_name, Kernels::None()});
+    if ((o.compare_unfused || o.ablate_kernels) && kernel_switches) runs.push_back({dtype_name + "-unfused", dtype_name, Kernels::None()});
   }
   for (const Run& run : runs) {
     const std::string& row_name = run.row;
@@ -178,22 +200,7 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
     row["matmul_gflops"] = MatmulGflops(*dtype, *device, o.repeats);
     absl::Status status = TorchCall("bench", [&] {
       torch::InferenceMode guard;
-      std::function<torch::Tensor(const EncoderInput&)> forward;
-      std::unique_ptr<DebertaEncoder> deberta;
-      std::unique_ptr<AlbertEncoder> albert;
-      if (config->albert) {  // the second family: its own encoder, no kernel switches
-        auto encoder = AlbertEncoder::Create(*config, AlbertWeights::Init(*config, *dtype, *device));
-        if (!encoder.ok()) throw std::runtime_error(std::string(encoder.status().message()));
-        albert = *std::move(encoder);
-        forward = [&](const EncoderInput& in) { return albert->Forward(in); };
-      } else {
-        DebertaEncoder::Options options;
-        options.kernels = run.kernels;
-        auto encoder = DebertaEncoder::Create(*config, EncoderWeights::Init(*config, *dtype, *device), options);
-        if (!encoder.ok()) throw std::runtime_error(std::string(encoder.status().message()));
-        deberta = *std::move(encoder);
-        forward = [&](const EncoderInput& in) { return deberta->Forward(in); };
-      }
+      const EncoderForward forward = RandomEncoder(*config, *dtype, *device, run.kernels);
       EncoderInput input;
       const auto ids = torch::TensorOptions().dtype(torch::kLong).device(*device);
       input.input_ids = torch::randint(5, config->vocab_size, {o.batch_size, o.length}, ids);

@@ -55,25 +55,31 @@ def train_albert_spm(shared, out_dir):
         shutil.copyfile(prefix + ".model", os.path.join(out_dir, "spiece.model"))
 
 
+def copy_golden(src, dst):
+    """A golden checkpoint's config.json and weights into `dst`."""
+    os.makedirs(dst, exist_ok=True)
+    for f in ("config.json", "model.safetensors"):
+        shutil.copyfile(os.path.join(src, f), os.path.join(dst, f))
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
     shared, out = sys.argv[1], sys.argv[2]
     spm = os.path.join(shared, "goldens", "tokenizer", "spm.model")
     for name, golden in MODELS.items():
-        src = os.path.join(shared, "goldens", "model", golden)
         dst = os.path.join(out, name)
-        os.makedirs(dst, exist_ok=True)
-        for f in ("config.json", "model.safetensors"):
-            shutil.copyfile(os.path.join(src, f), os.path.join(dst, f))
+        copy_golden(os.path.join(shared, "goldens", "model", golden), dst)
         shutil.copyfile(spm, os.path.join(dst, "spm.model"))
+    albert_spm = None  # trained once, shared by the ALBERT models
     for name, golden in ALBERT_MODELS.items():
-        src = os.path.join(shared, "goldens", "albert", golden)
         dst = os.path.join(out, name)
-        os.makedirs(dst, exist_ok=True)
-        for f in ("config.json", "model.safetensors"):
-            shutil.copyfile(os.path.join(src, f), os.path.join(dst, f))
-        train_albert_spm(shared, dst)
+        copy_golden(os.path.join(shared, "goldens", "albert", golden), dst)
+        if albert_spm is None:
+            train_albert_spm(shared, dst)
+            albert_spm = os.path.join(dst, "spiece.model")
+        else:
+            shutil.copyfile(albert_spm, os.path.join(dst, "spiece.model"))
         with open(os.path.join(dst, "tokenizer_config.json"), "w") as f:
             json.dump({"tokenizer_class": "AlbertTokenizer", "do_lower_case": True, "remove_space": True,
                        "keep_accents": False}, f)
