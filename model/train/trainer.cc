@@ -132,6 +132,7 @@ class Trainer {
   // Deletes what a killed run left of an unfinished save (OUT/last.tmp.*,
   // OUT/best.tmp.*) when the checkpoint it was replacing is in place.
   void RemoveStaleTemps() const;
+  absl::Status FinishInterruptedSave();
   // The error that stops a run whose `what` became non-finite at this step.
   absl::Status NonFinite(const std::string& what, double value) const;
   double LearningRate(int64_t step) const;
@@ -256,6 +257,7 @@ absl::Status Trainer::Setup() {
   if (resumed_) RETURN_IF_ERROR(TorchCall("loading optimizer state", [&] {
     torch::load(*optimizer_, (fs::path(StateDir()) / "optimizer.pt").string());
   }));
+  if (resumed_ && IsMain()) RETURN_IF_ERROR(FinishInterruptedSave());
 
   // Schedule.
   const int64_t units = static_cast<int64_t>(train_.units.size());
@@ -714,6 +716,24 @@ absl::Status Trainer::SaveCheckpoint(const std::string& dir, const json& metrics
   c.dserve.training["step"] = step_;
   if (threshold) c.dserve.qa.null_score_diff_threshold = *threshold;
   return model_->Save(dir, c, tokenizer_src_, /*for_checkpoint=*/true);
+}
+
+absl::Status Trainer::FinishInterruptedSave() {
+  // A save writes trainer_state/ first, then last/: a kill between the two
+  // leaves last/ one save behind the state this run resumes from. The
+  // resumed weights are that step's, so last/ is rewritten from them.
+  const fs::path last = fs::path(o_.out_dir) / "last";
+  int64_t last_step = -1;
+  std::ifstream in(last / "config.json");
+  const json config = json::parse(in, nullptr, false);
+  if (config.is_object()) {
+    const json training = config.value("dserve", json::object()).value("training", json::object());
+    if (training.contains("step") && training["step"].is_number_integer()) last_step = training["step"].get<int64_t>();
+  }
+  if (last_step == step_) return absl::OkStatus();
+  log_->info("{} holds step {}, trainer_state/ step {} (a save was interrupted): rewriting it", last.string(),
+             last_step, step_);
+  return SaveCheckpoint(last.string(), last_eval_metrics_, last_threshold_);
 }
 
 absl::Status Trainer::SaveState() {

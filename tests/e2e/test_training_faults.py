@@ -153,6 +153,35 @@ class SigkillTest(unittest.TestCase):
         row = {"input_ids": e2e.single_ids("please refund my order")}
         self.assertEqual(len(e2e.forward(os.path.join(out, "last"), [row])[0]["logits"]), 4)
 
+    def test_resume_rewrites_last_left_behind_by_a_kill_between_state_and_last(self):
+        # A save writes trainer_state/ then last/. A kill between the two
+        # (seen in CI: kills after saved steps [.., 15, 16], then last/ stayed
+        # at step 15) leaves last/ one save behind; resuming at the final step
+        # must still leave last/ at that step, with the state's weights.
+        behind = os.path.join(self.folder, "behind")
+        out = os.path.join(self.folder, "state-ahead")
+        for folder, steps in ((behind, 1), (out, 2)):
+            cmd = self.command(folder)
+            cmd[cmd.index("--max-steps") + 1] = str(steps)
+            result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            self.assertEqual(result.returncode, 0, result.stderr)
+        shutil.rmtree(os.path.join(out, "last"))
+        shutil.copytree(os.path.join(behind, "last"), os.path.join(out, "last"))
+        cmd = self.command(out, resume=True)
+        cmd[cmd.index("--max-steps") + 1] = "2"
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("a save was interrupted", result.stderr)
+        config = checkpoint_complete(self, os.path.join(out, "last"), extra=["spm.model"])
+        self.assertEqual(config["dserve"]["training"]["step"], 2)
+        def classifier(folder):
+            header, data = cc.read_safetensors(os.path.join(folder, cc.SAFETENSORS))
+            begin, end = header["classifier.weight"]["data_offsets"]
+            return data[begin:end]
+        self.assertNotEqual(classifier(os.path.join(behind, "last")), classifier(os.path.join(out, "trainer_state")))
+        self.assertEqual(classifier(os.path.join(out, "last")), classifier(os.path.join(out, "trainer_state")),
+                         "last/ holds the resumed step's weights")
+
 
 class NonFiniteLossTest(unittest.TestCase):
     def setUp(self):
