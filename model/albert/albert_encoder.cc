@@ -125,9 +125,10 @@ AlbertEncoder::AlbertEncoder(const ModelConfig& config, AlbertWeights weights)
     : config_(config), weights_(std::move(weights)) {}
 
 absl::StatusOr<std::unique_ptr<AlbertEncoder>> AlbertEncoder::Create(const ModelConfig& config,
-                                                                     AlbertWeights weights) {
+                                                                     AlbertWeights weights, Options options) {
   if (!config.albert) return absl::InvalidArgumentError("not an ALBERT config");
   std::unique_ptr<AlbertEncoder> e(new AlbertEncoder(config, std::move(weights)));
+  ASSIGN_OR_RETURN(e->act_, ActivationByName(config.hidden_act));
   ASSIGN_OR_RETURN(e->act_in_place_, InPlaceActivationByName(config.hidden_act));
   e->heads_ = config.num_attention_heads;
   e->head_size_ = config.head_size();
@@ -138,6 +139,7 @@ absl::StatusOr<std::unique_ptr<AlbertEncoder>> AlbertEncoder::Create(const Model
       return absl::InvalidArgumentError(absl::StrCat("layer ", i, " maps to parameter group ", g, " of ", groups));
     }
   }
+  if (!options.precompute) return e;
   for (const auto& group : e->weights_.groups) {
     std::vector<Fused> fused;
     for (const AlbertLayerWeights& l : group) {
@@ -149,7 +151,13 @@ absl::StatusOr<std::unique_ptr<AlbertEncoder>> AlbertEncoder::Create(const Model
   return e;
 }
 
-torch::Tensor AlbertEncoder::Embed(const EncoderInput& input) const {
+namespace {
+torch::Tensor MaybeDropout(const torch::Tensor& x, double p) {
+  return p > 0 ? torch::dropout(x, p, /*train=*/true) : x;
+}
+}  // namespace
+
+torch::Tensor AlbertEncoder::Embed(const EncoderInput& input, const Dropout& dropout) const {
   const int64_t L = input.input_ids.size(1);
   const auto positions = torch::arange(L, input.input_ids.options());
   torch::Tensor x = torch::embedding(weights_.word, input.input_ids);
@@ -160,22 +168,29 @@ torch::Tensor AlbertEncoder::Embed(const EncoderInput& input) const {
   x = x + torch::embedding(weights_.position, positions).unsqueeze(0);
   x = torch::layer_norm(x, {x.size(-1)}, weights_.embedding_norm.weight, weights_.embedding_norm.bias,
                         config_.layer_norm_eps);
-  return Linear(x, weights_.embedding_to_hidden);
+  return Linear(MaybeDropout(x, dropout.hidden), weights_.embedding_to_hidden);
 }
 
-torch::Tensor AlbertEncoder::Layer(const AlbertLayerWeights& w, const Fused& fused, const torch::Tensor& hidden,
-                                   const torch::Tensor& key_bias) const {
+torch::Tensor AlbertEncoder::Layer(const AlbertLayerWeights& w, const Fused* fused, const torch::Tensor& hidden,
+                                   const torch::Tensor& key_bias, const Dropout& dropout) const {
   const int64_t B = hidden.size(0), L = hidden.size(1), H = hidden.size(2);
-  // [B, L, 3, heads, d] -> three [B, heads, L, d]
-  const auto qkv = Linear(hidden, fused.qkv).view({B, L, 3, heads_, head_size_}).permute({2, 0, 3, 1, 4});
+  // [B, L, 3, heads, d] -> three [B, heads, L, d]. Without precomputed
+  // weights (training) the fused QKV is built from the live ones.
+  const LinearWeights qkv_weights =
+      fused ? fused->qkv
+            : LinearWeights{torch::cat({w.query.weight, w.key.weight, w.value.weight}, 0),
+                            torch::cat({w.query.bias, w.key.bias, w.value.bias}, 0)};
+  const auto qkv = Linear(hidden, qkv_weights).view({B, L, 3, heads_, head_size_}).permute({2, 0, 3, 1, 4});
   const auto q = qkv[0], k = qkv[1], v = qkv[2];
   auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_size_));
   scores = scores + key_bias;  // [B, 1, 1, L]: padded keys get the dtype's lowest value
   // Softmax in float32 (bf16 scores keep their argmax but not their sum).
-  const auto probs = torch::softmax(scores, -1, torch::kFloat).to(hidden.scalar_type());
+  const auto probs = MaybeDropout(torch::softmax(scores, -1, torch::kFloat).to(hidden.scalar_type()), dropout.attention);
   const auto context = torch::matmul(probs, v).permute({0, 2, 1, 3}).reshape({B, L, H});
-  const auto attended = AddNorm(Linear(context, w.dense), hidden, w.attention_norm, config_.layer_norm_eps);
-  const auto inner = act_in_place_(Linear(attended, w.ffn));
+  const auto projected = MaybeDropout(Linear(context, w.dense), dropout.hidden);
+  const auto attended = AddNorm(projected, hidden, w.attention_norm, config_.layer_norm_eps);
+  const Activation& act = torch::GradMode::is_enabled() ? act_ : act_in_place_;
+  const auto inner = act(Linear(attended, w.ffn));
   return AddNorm(Linear(inner, w.ffn_output), attended, w.output_norm, config_.layer_norm_eps);
 }
 
@@ -195,8 +210,8 @@ double LowestOf(torch::ScalarType dtype) {
 }
 }  // namespace
 
-torch::Tensor AlbertEncoder::Forward(const EncoderInput& input) const {
-  torch::Tensor hidden = Embed(input);
+torch::Tensor AlbertEncoder::Forward(const EncoderInput& input, const Dropout& dropout) const {
+  torch::Tensor hidden = Embed(input, dropout);
   // (1 - mask) * finfo.min on the key axis only, as HF's AlbertModel does.
   const double lowest = LowestOf(hidden.scalar_type());
   const auto key_bias = ((1 - input.attention_mask).to(hidden.scalar_type()) * lowest).view(
@@ -205,7 +220,7 @@ torch::Tensor AlbertEncoder::Forward(const EncoderInput& input) const {
   for (int64_t i = 0; i < n; ++i) {
     const size_t g = static_cast<size_t>(GroupOfLayer(i, n, groups));
     for (size_t j = 0; j < weights_.groups[g].size(); ++j) {
-      hidden = Layer(weights_.groups[g][j], fused_[g][j], hidden, key_bias);
+      hidden = Layer(weights_.groups[g][j], fused_.empty() ? nullptr : &fused_[g][j], hidden, key_bias, dropout);
     }
   }
   return hidden;

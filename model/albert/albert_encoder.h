@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "model/checkpoint/model_config.h"
+#include "model/deberta/encoder.h"
 #include "model/deberta/torch_util.h"
 #include "model/family/network.h"
 
@@ -56,10 +57,24 @@ struct AlbertWeights {
 
 class AlbertEncoder {
  public:
-  static absl::StatusOr<std::unique_ptr<AlbertEncoder>> Create(const ModelConfig& config, AlbertWeights weights);
+  struct Options {
+    // Precompute the fused QKV weight once. Turn off for training, where
+    // it must follow the live query/key/value weights on every step.
+    bool precompute = true;
+  };
+  static absl::StatusOr<std::unique_ptr<AlbertEncoder>> Create(const ModelConfig& config, AlbertWeights weights,
+                                                               Options options);
+  static absl::StatusOr<std::unique_ptr<AlbertEncoder>> Create(const ModelConfig& config, AlbertWeights weights) {
+    return Create(config, std::move(weights), Options{});
+  }
 
-  // last_hidden_state [B, L, H].
-  torch::Tensor Forward(const EncoderInput& input) const;
+  // last_hidden_state [B, L, H]. `dropout` (training) as Hugging Face's
+  // AlbertModel applies it: `hidden` on the embeddings (after their
+  // LayerNorm) and on the attention output projection, `attention` on the
+  // attention probabilities (AlbertLayer's own dropout is never applied
+  // there, so the FFN output has none). Under autograd every step is a
+  // differentiable torch op (no in-place activation, no fused kernels).
+  torch::Tensor Forward(const EncoderInput& input, const Dropout& dropout = {}) const;
 
   // The parameter group layer `layer` runs (HF's float division, truncated).
   static int64_t GroupOfLayer(int64_t layer, int64_t num_layers, int64_t num_groups);
@@ -71,14 +86,15 @@ class AlbertEncoder {
     LinearWeights qkv;  // [3H, H]: one GEMM for query, key and value
   };
   AlbertEncoder(const ModelConfig& config, AlbertWeights weights);
-  torch::Tensor Embed(const EncoderInput& input) const;
-  torch::Tensor Layer(const AlbertLayerWeights& w, const Fused& fused, const torch::Tensor& hidden,
-                      const torch::Tensor& key_bias) const;
+  torch::Tensor Embed(const EncoderInput& input, const Dropout& dropout) const;
+  torch::Tensor Layer(const AlbertLayerWeights& w, const Fused* fused, const torch::Tensor& hidden,
+                      const torch::Tensor& key_bias, const Dropout& dropout) const;
 
   ModelConfig config_;
   AlbertWeights weights_;
-  std::vector<std::vector<Fused>> fused_;  // parallel to weights_.groups
-  Activation act_in_place_ = nullptr;  // hidden_act, on the FFN's fresh output
+  std::vector<std::vector<Fused>> fused_;  // parallel to weights_.groups; empty without precompute
+  Activation act_ = nullptr;           // hidden_act, under autograd
+  Activation act_in_place_ = nullptr;  // hidden_act, on the FFN's fresh output otherwise
   int64_t heads_ = 0;
   int64_t head_size_ = 0;
 };

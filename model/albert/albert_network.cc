@@ -8,25 +8,29 @@
 #include "model/util/status_macros.h"
 
 namespace dserve {
-namespace {
 
-// AlbertForSequenceClassification: tanh(albert.pooler(h[:, 0])), then the
-// classifier (dropout is the identity at inference).
-absl::StatusOr<ClassificationHead> LoadClassificationHead(const ModelConfig& c, WeightStore& store) {
+absl::StatusOr<ClassificationHead> LoadAlbertClassificationHead(const ModelConfig& c, WeightStore& store) {
   ClassificationHead head;
   const int64_t H = c.hidden_size;
-  RETURN_IF_ERROR(LoadLinear(store, "albert.pooler", H, H, &head.pooler));
+  head.pooler_name = kAlbertPooler;
+  RETURN_IF_ERROR(LoadLinear(store, kAlbertPooler, H, H, &head.pooler));
   RETURN_IF_ERROR(LoadLinear(store, "classifier", c.num_labels(), H, &head.classifier));
   ASSIGN_OR_RETURN(head.pooler_act, ActivationByName("tanh"));
   return head;
 }
 
-}  // namespace
+absl::StatusOr<ClassificationHead> InitAlbertClassificationHead(const ModelConfig& c, torch::ScalarType dtype,
+                                                                const torch::Device& device) {
+  ASSIGN_OR_RETURN(ClassificationHead head, ClassificationHead::Init(c, dtype, device));
+  head.pooler_name = kAlbertPooler;
+  ASSIGN_OR_RETURN(head.pooler_act, ActivationByName("tanh"));
+  return head;
+}
 
 absl::StatusOr<std::unique_ptr<Network>> LoadAlbertNetwork(const ModelConfig& config, WeightStore& store) {
   store.set_scope("albert.");
   ASSIGN_OR_RETURN(AlbertWeights weights, AlbertWeights::Load(config, store));
-  ASSIGN_OR_RETURN(TaskHeads heads, TaskHeads::Load(config, store, &LoadClassificationHead));
+  ASSIGN_OR_RETURN(TaskHeads heads, TaskHeads::Load(config, store, &LoadAlbertClassificationHead));
   ASSIGN_OR_RETURN(auto encoder, AlbertEncoder::Create(config, std::move(weights)));
   return std::unique_ptr<Network>(new EncoderWithHeads<AlbertEncoder>(std::move(encoder), std::move(heads)));
 }

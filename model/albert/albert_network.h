@@ -8,10 +8,20 @@
 #include "absl/status/statusor.h"
 #include "model/checkpoint/model_config.h"
 #include "model/family/network.h"
+#include "model/heads/heads.h"
 
 namespace dserve {
 
 class WeightStore;
+
+// AlbertForSequenceClassification's head: tanh(albert.pooler(h[:, 0])),
+// then the classifier (its dropout is the identity at inference).
+inline constexpr char kAlbertPooler[] = "albert.pooler";
+absl::StatusOr<ClassificationHead> LoadAlbertClassificationHead(const ModelConfig& config, WeightStore& store);
+// Fresh, as HF's _init_weights draws it (training from an encoder-only or
+// differently labelled checkpoint).
+absl::StatusOr<ClassificationHead> InitAlbertClassificationHead(const ModelConfig& config, torch::ScalarType dtype,
+                                                                const torch::Device& device);
 
 // Registered in model/family/network.cc for model_type "albert". Tensors are
 // read with the "albert." scope (bare AlbertModel files have none).

@@ -153,14 +153,22 @@ absl::Status ResolveShards(const std::string& dir, CheckpointFiles* files) {
   return absl::OkStatus();
 }
 
-absl::Status CopyTokenizer(const std::string& src, const std::string& dir) {
-  const std::string base = src.substr(src.find_last_of('/') + 1);  // npos + 1 == 0
-  const char* name = base == kTokenizerJson ? kTokenizerJson : kSpm;
+absl::Status CopyTokenizer(const std::string& src, const std::string& dir, const ModelConfig& config) {
+  const size_t slash = src.find_last_of('/');
+  const std::string base = src.substr(slash + 1);  // npos + 1 == 0
+  const char* name = base == kTokenizerJson ? kTokenizerJson : config.albert ? kSpiece : kSpm;
   absl::StatusOr<std::string> content = ReadFile(src);
   if (!content.ok()) {
     return absl::NotFoundError(absl::StrCat("tokenizer ", src, ": cannot read"));
   }
-  return WriteFileSynced(Join(dir, name), *content);
+  RETURN_IF_ERROR(WriteFileSynced(Join(dir, name), *content));
+  // The text-rule flags (ALBERT's do_lower_case, keep_accents, ...) travel
+  // with the vocabulary.
+  const std::string src_config = Join(slash == std::string::npos ? "." : src.substr(0, slash), kTokenizerConfig);
+  if (!IsRegularFile(src_config)) return absl::OkStatus();
+  absl::StatusOr<std::string> flags = ReadFile(src_config);
+  if (!flags.ok()) return absl::NotFoundError(absl::StrCat("tokenizer config ", src_config, ": cannot read"));
+  return WriteFileSynced(Join(dir, kTokenizerConfig), *flags);
 }
 
 absl::Status CheckExtraFiles(const nlohmann::json& extra_files) {
@@ -169,7 +177,7 @@ absl::Status CheckExtraFiles(const nlohmann::json& extra_files) {
     return absl::InvalidArgumentError("extra_files must be an object of file name -> JSON");
   }
   static const std::set<std::string> reserved = {kConfig, kWeights, kWeightIndex, kSpm,
-                                                 kTokenizerJson};
+                                                 kSpiece, kTokenizerJson, kTokenizerConfig};
   for (auto it = extra_files.begin(); it != extra_files.end(); ++it) {
     if (!IsPlainFileName(it.key()) || reserved.count(it.key()) > 0) {
       return absl::InvalidArgumentError(
@@ -186,7 +194,7 @@ absl::Status WriteContents(const std::string& tmp, const ModelConfig& config,
                            const std::string& tokenizer_src, const nlohmann::json& extra_files) {
   RETURN_IF_ERROR(WriteFileSynced(Join(tmp, kConfig), config.ToJson().dump(2) + "\n"));
   RETURN_IF_ERROR(WriteSafetensors(Join(tmp, kWeights), tensors, {{"format", "pt"}}));
-  if (!tokenizer_src.empty()) RETURN_IF_ERROR(CopyTokenizer(tokenizer_src, tmp));
+  if (!tokenizer_src.empty()) RETURN_IF_ERROR(CopyTokenizer(tokenizer_src, tmp, config));
   if (extra_files.is_object()) {
     for (auto it = extra_files.begin(); it != extra_files.end(); ++it) {
       RETURN_IF_ERROR(WriteFileSynced(Join(tmp, it.key()), it.value().dump(2) + "\n"));

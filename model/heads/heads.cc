@@ -36,8 +36,8 @@ torch::Tensor ClassificationHead::Forward(const torch::Tensor& hidden) const {
 }
 
 void ClassificationHead::AppendNamed(std::vector<std::pair<std::string, torch::Tensor>>* out) const {
-  out->emplace_back("pooler.dense.weight", pooler.weight);
-  out->emplace_back("pooler.dense.bias", pooler.bias);
+  out->emplace_back(pooler_name + ".weight", pooler.weight);
+  out->emplace_back(pooler_name + ".bias", pooler.bias);
   out->emplace_back("classifier.weight", classifier.weight);
   out->emplace_back("classifier.bias", classifier.bias);
 }

@@ -22,6 +22,9 @@ struct ClassificationHead {
   LinearWeights pooler;      // pooler.dense [H, H]
   LinearWeights classifier;  // classifier [num_labels, H]
   Activation pooler_act = nullptr;
+  // The pooler's HF name (AppendNamed): DeBERTa's ContextPooler; another
+  // family's loader sets its own (ALBERT: "albert.pooler").
+  std::string pooler_name = "pooler.dense";
 
   static absl::StatusOr<ClassificationHead> Load(const ModelConfig& config, WeightStore& store);
   static absl::StatusOr<ClassificationHead> Init(const ModelConfig& config, torch::ScalarType dtype,

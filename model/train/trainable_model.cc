@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "model/albert/albert_network.h"
 #include "model/checkpoint/checkpoint_dir.h"
 #include "model/deberta/weights.h"
 #include "model/train/data.h"
@@ -19,47 +20,40 @@ namespace {
 
 bool NeedsClassification(Task t) { return t == Task::kClassify || t == Task::kRerank; }
 
+absl::Status AlbertMlmUnsupported() {
+  return absl::UnimplementedError(
+      "masked-LM training of an ALBERT model (AlbertForMaskedLM's predictions head) is not implemented: "
+      "fine-tune ALBERT with --task classify, rerank or answer, or pretrain a DeBERTa model");
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TrainableModel>> TrainableModel::FromScratch(const ModelConfig& config, bool sop) {
   std::unique_ptr<TrainableModel> m(new TrainableModel());
   m->config_ = config;
+  if (config.albert && config.task() == Task::kMlm) return AlbertMlmUnsupported();
   absl::Status status = absl::OkStatus();
-  RETURN_IF_ERROR(TorchCall("initialising weights", [&] {
+  auto init = [&]() -> absl::Status {
     torch::NoGradGuard no_grad;
-    EncoderWeights weights = EncoderWeights::Init(config, torch::kFloat, torch::kCPU);
-    auto encoder = DebertaEncoder::Create(config, std::move(weights), DebertaEncoder::Options{false});
-    if (!encoder.ok()) {
-      status = encoder.status();
-      return;
+    if (config.albert) {
+      AlbertWeights weights = AlbertWeights::Init(config, torch::kFloat, torch::kCPU);
+      ASSIGN_OR_RETURN(m->albert_, AlbertEncoder::Create(config, std::move(weights), AlbertEncoder::Options{false}));
+    } else {
+      EncoderWeights weights = EncoderWeights::Init(config, torch::kFloat, torch::kCPU);
+      ASSIGN_OR_RETURN(m->encoder_, DebertaEncoder::Create(config, std::move(weights), DebertaEncoder::Options{false}));
     }
-    m->encoder_ = *std::move(encoder);
     if (NeedsClassification(config.task())) {
-      auto head = ClassificationHead::Init(config, torch::kFloat, torch::kCPU);
-      if (!head.ok()) {
-        status = head.status();
-        return;
-      }
-      m->classification_ = *std::move(head);
+      ASSIGN_OR_RETURN(m->classification_, config.albert ? InitAlbertClassificationHead(config, torch::kFloat, torch::kCPU)
+                                                         : ClassificationHead::Init(config, torch::kFloat, torch::kCPU));
     } else if (config.task() == Task::kAnswer) {
       m->qa_ = QaHead::Init(config, torch::kFloat, torch::kCPU);
     } else if (config.task() == Task::kMlm) {
-      auto head = MlmHead::Init(config, torch::kFloat, torch::kCPU);
-      if (!head.ok()) {
-        status = head.status();
-        return;
-      }
-      m->mlm_ = *std::move(head);
-      if (sop) {
-        auto sop_head = SopHead::Init(config, torch::kFloat, torch::kCPU);
-        if (!sop_head.ok()) {
-          status = sop_head.status();
-          return;
-        }
-        m->sop_ = *std::move(sop_head);
-      }
+      ASSIGN_OR_RETURN(m->mlm_, MlmHead::Init(config, torch::kFloat, torch::kCPU));
+      if (sop) { ASSIGN_OR_RETURN(m->sop_, SopHead::Init(config, torch::kFloat, torch::kCPU)); }
     }
-  }));
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(TorchCall("initialising weights", [&] { status = init(); }));
   RETURN_IF_ERROR(status);
   RETURN_IF_ERROR(m->Finish());
   return m;
@@ -71,36 +65,30 @@ absl::StatusOr<std::unique_ptr<TrainableModel>> TrainableModel::FromFiles(
   std::unique_ptr<TrainableModel> m(new TrainableModel());
   m->config_ = config;
   *head_initialised = false;
+  if (config.albert && config.task() == Task::kMlm) return AlbertMlmUnsupported();
   ASSIGN_OR_RETURN(auto store, WeightStore::Open(weight_paths, torch::kFloat, torch::kCPU));
   absl::Status status = absl::OkStatus();
+  // Tensors from the store may share memory with nothing we own; clone so
+  // that in-place optimizer updates never touch another object's storage.
+  auto own = [](const std::vector<std::pair<std::string, torch::Tensor>>& named) {
+    for (const auto& [name, t] : named) t.set_data(t.clone());
+  };
   auto load = [&]() -> absl::Status {
     torch::NoGradGuard no_grad;
+    if (config.albert) {
+      store->set_scope("albert.");  // a bare AlbertModel file has no prefix
+      ASSIGN_OR_RETURN(AlbertWeights weights, AlbertWeights::Load(config, *store));
+      own(weights.Named());
+      ASSIGN_OR_RETURN(m->albert_, AlbertEncoder::Create(config, std::move(weights), AlbertEncoder::Options{false}));
+      return m->LoadOrInitHead(*store, load_head, head_initialised);
+    }
     ASSIGN_OR_RETURN(EncoderWeights weights, EncoderWeights::Load(config, *store));
-    // Tensors from the store may share memory with nothing we own; clone so
-    // that in-place optimizer updates never touch another object's storage.
-    for (auto& [name, t] : weights.Named(config)) t.set_data(t.clone());
+    own(weights.Named(config));
     if (config.task() == Task::kMlm && !config.position_biased_input && InitEmdPositionsIfMissing(config, &weights)) {
       *head_initialised = true;
     }
     ASSIGN_OR_RETURN(m->encoder_, DebertaEncoder::Create(config, std::move(weights), DebertaEncoder::Options{false}));
-    if (NeedsClassification(config.task())) {
-      absl::StatusOr<ClassificationHead> head = absl::NotFoundError("not loaded");
-      if (load_head) head = ClassificationHead::Load(config, *store);
-      if (!head.ok()) {
-        *head_initialised = true;
-        head = ClassificationHead::Init(config, torch::kFloat, torch::kCPU);
-      }
-      if (!head.ok()) return head.status();
-      m->classification_ = *std::move(head);
-    } else if (config.task() == Task::kAnswer) {
-      absl::StatusOr<QaHead> head = absl::NotFoundError("not loaded");
-      if (load_head) head = QaHead::Load(config, *store);
-      if (!head.ok()) {
-        *head_initialised = true;
-        head = QaHead::Init(config, torch::kFloat, torch::kCPU);
-      }
-      m->qa_ = *std::move(head);
-    } else if (config.task() == Task::kMlm) {
+    if (config.task() == Task::kMlm) {
       std::string report;
       ASSIGN_OR_RETURN(MlmHead head, MlmHead::Load(config, *store, /*init_if_missing=*/true, &report));
       if (report == "initialised") *head_initialised = true;
@@ -111,13 +99,38 @@ absl::StatusOr<std::unique_ptr<TrainableModel>> TrainableModel::FromFiles(
         if (sop_report == "initialised") *head_initialised = true;
         m->sop_ = std::move(sop_head);
       }
+      return absl::OkStatus();
     }
-    return absl::OkStatus();
+    return m->LoadOrInitHead(*store, load_head, head_initialised);
   };
   RETURN_IF_ERROR(TorchCall("loading weights", [&] { status = load(); }));
   RETURN_IF_ERROR(status);
   RETURN_IF_ERROR(m->Finish());
   return m;
+}
+
+absl::Status TrainableModel::LoadOrInitHead(WeightStore& store, bool load_head, bool* head_initialised) {
+  const ModelConfig& c = config_;
+  if (NeedsClassification(c.task())) {
+    absl::StatusOr<ClassificationHead> head = absl::NotFoundError("not loaded");
+    if (load_head) head = c.albert ? LoadAlbertClassificationHead(c, store) : ClassificationHead::Load(c, store);
+    if (!head.ok()) {
+      *head_initialised = true;
+      head = c.albert ? InitAlbertClassificationHead(c, torch::kFloat, torch::kCPU)
+                      : ClassificationHead::Init(c, torch::kFloat, torch::kCPU);
+    }
+    if (!head.ok()) return head.status();
+    classification_ = *std::move(head);
+  } else if (c.task() == Task::kAnswer) {
+    absl::StatusOr<QaHead> head = absl::NotFoundError("not loaded");
+    if (load_head) head = QaHead::Load(c, store);
+    if (!head.ok()) {
+      *head_initialised = true;
+      head = QaHead::Init(c, torch::kFloat, torch::kCPU);
+    }
+    qa_ = *std::move(head);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status TrainableModel::Finish() {
@@ -130,6 +143,12 @@ absl::Status TrainableModel::Finish() {
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> TrainableModel::Named(bool for_checkpoint) const {
+  if (albert_) {
+    auto named = albert_->weights().Named();
+    if (classification_) classification_->AppendNamed(&named);
+    if (qa_) qa_->AppendNamed(&named);
+    return named;
+  }
   auto named = encoder_->weights().Named(config_);
   // The EMD of an MLM model reads the absolute position table: keep it.
   if (for_checkpoint && !config_.position_biased_input && !mlm_) {
@@ -256,7 +275,8 @@ torch::Tensor TrainableModel::Encode(const TokenBatch& batch, bool training) con
   input.input_ids = from(batch.input_ids);
   input.attention_mask = from(batch.attention_mask);
   if (!batch.token_type_ids.empty() && config_.type_vocab_size > 0) input.token_type_ids = from(batch.token_type_ids);
-  return encoder_->Forward(input, nullptr, training ? TrainingDropout() : Dropout{});
+  const Dropout dropout = training ? TrainingDropout() : Dropout{};
+  return albert_ ? albert_->Forward(input, dropout) : encoder_->Forward(input, nullptr, dropout);
 }
 
 TrainableModel::Outputs TrainableModel::Forward(const TokenBatch& batch, bool training) const {
@@ -265,11 +285,12 @@ TrainableModel::Outputs TrainableModel::Forward(const TokenBatch& batch, bool tr
   if (classification_) {
     const auto& h = *classification_;
     torch::Tensor ctx = hidden.select(1, 0);
-    if (training && config_.pooler_dropout > 0) {
+    if (training && !albert_ && config_.pooler_dropout > 0) {
       ctx = F::dropout(ctx, F::DropoutFuncOptions().p(config_.pooler_dropout).training(true));
     }
     torch::Tensor pooled = h.pooler_act(torch::linear(ctx, h.pooler.weight, h.pooler.bias));
-    const double cls_p = config_.cls_dropout.value_or(config_.hidden_dropout_prob);
+    const double cls_p = config_.albert ? config_.albert->classifier_dropout_prob
+                                        : config_.cls_dropout.value_or(config_.hidden_dropout_prob);
     if (training && cls_p > 0) pooled = F::dropout(pooled, F::DropoutFuncOptions().p(cls_p).training(true));
     out.logits = torch::linear(pooled, h.classifier.weight, h.classifier.bias);
   }

@@ -1,6 +1,8 @@
-// A DeBERTa encoder + task head whose weights require grad: the training
-// counterpart of DebertaModel. Forward in training mode adds the dropout
-// the config asks for where model/deberta allows it (see Forward).
+// An encoder + task head whose weights require grad: the training
+// counterpart of the served Network. The encoder is the config's family:
+// DeBERTa-v2/v3 (every task, MLM included) or Hugging Face ALBERT (classify,
+// rerank, answer; tensors under ALBERT's HF names). Forward in training mode
+// adds the dropout the config asks for (see Forward).
 //
 // Not thread-safe: one training loop owns it.
 #pragma once
@@ -14,6 +16,7 @@
 #include <torch/types.h>
 
 #include "absl/status/statusor.h"
+#include "model/albert/albert_encoder.h"
 #include "model/checkpoint/model_config.h"
 #include "model/deberta/encoder.h"
 #include "model/deberta/model.h"
@@ -22,6 +25,8 @@
 #include "model/train/mlm.h"
 
 namespace dserve {
+
+class WeightStore;
 
 class TrainableModel {
  public:
@@ -40,14 +45,14 @@ class TrainableModel {
     torch::Tensor logits;       // [B, num_labels] (classify, rerank)
     torch::Tensor start, end;   // [B, L] (answer)
   };
-  // Runs encoder + head. With `training`: dropout (hidden_dropout_prob) on
-  // the embedding output, pooler_dropout before the pooler and cls_dropout
-  // (else hidden_dropout_prob) before the classifier, as HF does. Dropout
-  // inside the encoder layers (attention probabilities, attention and FFN
-  // outputs) needs a hook in model/deberta and is not applied.
+  // Runs encoder + head. With `training`: the encoder's dropout (see
+  // DebertaEncoder / AlbertEncoder::Forward), then as HF's heads do:
+  // DeBERTa: pooler_dropout before the pooler, cls_dropout (else
+  // hidden_dropout_prob) before the classifier; ALBERT:
+  // classifier_dropout_prob between pooler and classifier.
   Outputs Forward(const TokenBatch& batch, bool training) const;
 
-  // Masked-LM forward (mlm models): MlmForward with this model's heads.
+  // Masked-LM forward (DeBERTa mlm models): MlmForward with this model's heads.
   // `training` applies the config's dropout.
   MlmOutput Mlm(const MlmBatch& batch, bool use_emd, bool training = false) const;
   // The config's hidden / attention dropout, for training forwards.
@@ -76,10 +81,13 @@ class TrainableModel {
  private:
   TrainableModel() = default;
   absl::Status Finish();
+  // The task head from `store` (when `load_head` and present) or fresh.
+  absl::Status LoadOrInitHead(WeightStore& store, bool load_head, bool* head_initialised);
   torch::Tensor Encode(const TokenBatch& batch, bool training) const;
 
   ModelConfig config_;
-  std::unique_ptr<DebertaEncoder> encoder_;
+  std::unique_ptr<DebertaEncoder> encoder_;  // exactly one of encoder_ and albert_
+  std::unique_ptr<AlbertEncoder> albert_;
   std::optional<ClassificationHead> classification_;
   std::optional<QaHead> qa_;
   std::optional<MlmHead> mlm_;

@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "model/checkpoint/checkpoint_dir.h"
+#include "model/family/tokenizer_for_model.h"
 #include "model/tokenizer/tokenizer.h"
 #include "model/train/data.h"
 #include "model/train/distributed.h"
@@ -132,6 +133,12 @@ class Trainer {
   // Deletes what a killed run left of an unfinished save (OUT/last.tmp.*,
   // OUT/best.tmp.*) when the checkpoint it was replacing is in place.
   void RemoveStaleTemps() const;
+  absl::Status LoadSpmTokenizer();
+  // The HF architecture name of this family with `suffix` ("ForQuestionAnswering").
+  std::string Architecture(const char* suffix) const {
+    return absl::StrCat(config_.albert ? "Albert" : "DebertaV2", suffix);
+  }
+  absl::Status CheckTokenizerAndLength();
   absl::Status FinishInterruptedSave();
   // The error that stops a run whose `what` became non-finite at this step.
   absl::Status NonFinite(const std::string& what, double value) const;
@@ -281,26 +288,46 @@ absl::Status Trainer::LoadTokenizerAndConfig() {
   if (!o_.init_dir.empty()) {
     ASSIGN_OR_RETURN(CheckpointFiles files, ResolveCheckpoint(o_.init_dir));
     ASSIGN_OR_RETURN(config_, ModelConfig::FromFile(files.config));
-    if (config_.model_type != "deberta-v2") {
-      return absl::UnimplementedError(absl::StrCat(
-          files.config, ": model_type \"", config_.model_type,
-          "\": dserve train fine-tunes DeBERTa-v2/v3 checkpoints only so far (this family can be served, "
-          "evaluated and run with forward)"));
-    }
     init_weights_ = files.weights;
     tokenizer_src_ = files.tokenizer;
     if (o_.tokenizer_path.empty() && files.tokenizer.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(o_.init_dir, ": no spm.model or tokenizer.json (give --tokenizer)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(o_.init_dir, ": no spm.model, spiece.model or tokenizer.json (give --tokenizer)"));
     }
   } else {
     ASSIGN_OR_RETURN(config_, ModelConfig::FromFile(o_.config_path));
   }
-  if (!o_.tokenizer_path.empty()) tokenizer_src_ = o_.tokenizer_path;
+  if (config_.albert) {
+    // ALBERT: its checkpoint's spiece.model with AlbertTokenizer's text
+    // rules (tokenizer_config.json), exactly as the server tokenizes it.
+    const char* why = !o_.tokenizer_path.empty() ? "--tokenizer"
+                      : o_.init_dir.empty()       ? "--config (training from scratch)"
+                      : task_ == Task::kMlm       ? "--task mlm"
+                                                  : nullptr;
+    if (why != nullptr) {
+      return absl::UnimplementedError(absl::StrCat(
+          "model_type \"albert\": ", why,
+          " is not supported for ALBERT; dserve train fine-tunes an ALBERT checkpoint (--init DIR with its "
+          "spiece.model) with --task classify, rerank or answer"));
+    }
+    ASSIGN_OR_RETURN(tokenizer_, LoadCheckpointTokenizer(o_.init_dir, config_));
+  } else {
+    if (!o_.tokenizer_path.empty()) tokenizer_src_ = o_.tokenizer_path;
+    RETURN_IF_ERROR(LoadSpmTokenizer());
+  }
+  return CheckTokenizerAndLength();
+}
+
+absl::Status Trainer::LoadSpmTokenizer() {
   if (fs::path(tokenizer_src_).filename() == "tokenizer.json") {
     ASSIGN_OR_RETURN(tokenizer_, Tokenizer::FromTokenizerJsonFile(tokenizer_src_));
   } else {
     ASSIGN_OR_RETURN(tokenizer_, Tokenizer::FromSpmFile(tokenizer_src_));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::CheckTokenizerAndLength() {
   if (tokenizer_->vocab_size() > config_.vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat("the tokenizer (", tokenizer_src_, ") has ", tokenizer_->vocab_size(),
                                                    " ids but the config's vocab_size is ", config_.vocab_size));
@@ -336,7 +363,7 @@ absl::Status Trainer::LoadData() {
       config_.id2label.clear();
       for (size_t i = 0; i < labels.size(); ++i) config_.id2label[static_cast<int64_t>(i)] = labels[i];
       config_.problem_type = multi ? "multi_label_classification" : "single_label_classification";
-      config_.architectures = {"DebertaV2ForSequenceClassification"};
+      config_.architectures = {Architecture("ForSequenceClassification")};
       config_.dserve.task = Task::kClassify;
       ASSIGN_OR_RETURN(train_, BuildClassifyFeatures(classify_train_, *tokenizer_, labels, max_length_));
       break;
@@ -345,7 +372,7 @@ absl::Status Trainer::LoadData() {
       ASSIGN_OR_RETURN(squad_train_, ReadSquadJson(o_.train_path));
       if (has_eval_) { ASSIGN_OR_RETURN(squad_eval_, ReadSquadJson(o_.eval_path)); }
       init_head_compatible_ = config_.task() == Task::kAnswer;
-      config_.architectures = {"DebertaV2ForQuestionAnswering"};
+      config_.architectures = {Architecture("ForQuestionAnswering")};
       config_.id2label.clear();
       config_.problem_type.clear();
       config_.dserve.task = Task::kAnswer;
@@ -356,7 +383,7 @@ absl::Status Trainer::LoadData() {
       ASSIGN_OR_RETURN(rerank_train_, ReadRerankJsonl(o_.train_path));
       if (has_eval_) { ASSIGN_OR_RETURN(rerank_eval_, ReadRerankJsonl(o_.eval_path)); }
       init_head_compatible_ = config_.task() == Task::kRerank && config_.num_labels() == 1;
-      config_.architectures = {"DebertaV2ForSequenceClassification"};
+      config_.architectures = {Architecture("ForSequenceClassification")};
       config_.id2label = {{0, "LABEL_0"}};
       config_.problem_type.clear();
       config_.dserve.task = Task::kRerank;
@@ -374,7 +401,7 @@ absl::Status Trainer::LoadData() {
       ASSIGN_OR_RETURN(mlm_train_, ReadMlmExamples(o_.train_path, *tokenizer_, max_length_, sop_, o_.seed));
       if (has_eval_) { ASSIGN_OR_RETURN(mlm_eval_, ReadMlmExamples(o_.eval_path, *tokenizer_, max_length_, sop_, o_.seed + 1)); }
       init_head_compatible_ = true;  // MlmHead::Load initialises what is missing
-      config_.architectures = {"DebertaV2ForMaskedLM"};
+      config_.architectures = {Architecture("ForMaskedLM")};
       config_.id2label.clear();
       config_.problem_type.clear();
       config_.dserve.task = Task::kMlm;
@@ -482,7 +509,10 @@ absl::Status Trainer::SetupOptimizer() {
   return TorchCall("creating the optimizer", [&] {
     std::vector<torch::Tensor> decay, no_decay;
     for (auto& [name, p] : params_) {
-      const bool exclude = absl::EndsWith(name, ".bias") || name.find("LayerNorm") != std::string::npos;
+      // HF's Trainer: no decay on biases and LayerNorm weights (ALBERT's
+      // are also named "...layer_norm").
+      const bool exclude = absl::EndsWith(name, ".bias") || name.find("LayerNorm") != std::string::npos ||
+                           name.find("layer_norm") != std::string::npos;
       (exclude ? no_decay : decay).push_back(p);
     }
     auto opts = [&](double wd) {
