@@ -5,7 +5,8 @@ one run on one machine, each with its configuration, measured figures
 
 usage: bench/run_all.sh [--quick | --tiny] [--out DIR] [--build-dir DIR] [--shared-dir DIR]
                         [--demo-dir DIR] [--server-model DIR] [--rounds N] [--threads N]
-                        [--sections encoder,argmax,serve,packing,rss,albert]
+                        [--sections encoder,argmax,serve,packing,rss,albert,long]
+                        [--no-ort] [--ort-dir DIR] [--ort-cache DIR]
 
 Modes: full (default, ~10 min on 2 quiet cores), --quick (~3 min smoke: one
 round, short load windows), --tiny (seconds per row on tiny models: checks
@@ -37,6 +38,24 @@ Rows and how they are measured (docs/performance.md, "Harness", says more):
    (albert-base-v2, random weights) vs the eager ALBERT
    (bench/eager/albert_eager.py, tuned malloc), fp32 8x128, back to back in
    each round.
+11 encoder fp32 8x128 vs ONNX Runtime (issue 19): the eager module of row 1
+   (same random weights) exported by bench/onnx/export_onnx.py
+   (torch.onnx.export, opset 17, fixed shapes) and timed by
+   bench/onnx/ort_bench.js (onnxruntime-node, CPU EP, graph optimisation
+   "all", intra-op threads = --threads) in the same rounds as rows 1-3, right
+   after eager; each ORT run first checks its logits and last hidden state
+   against eager fp32 on the timed inputs (max abs diff <= 1e-4, else the
+   row is an ERROR). Ratio = ORT s / ours s. Rows 1 and 3 show the ORT
+   figure beside eager; the bf16 rows show "ORT: n/a" (ORT's CPU EP has no
+   bf16 GEMM path; its fp32 figure is this row).
+12 batch 1x128 fp32 latency, ours vs ORT, same rounds.
+13 long sequences (section "long"): fp32 8x512 ours vs eager (tuned
+   malloc), 1x512 beside it, with ORT and the growth of the cost per token
+   from 128 to 512 tokens for each engine; rounds of their own.
+14 fp32 8x512 ours vs ORT (1x512 beside it), the same rounds.
+ORT needs `bash bench/onnx/setup.sh` once (npm install of onnxruntime-node
+into bench/onnx/node_modules); without it rows 11, 12 and 14 are SKIP with
+"ORT: not installed, run bench/onnx/setup.sh" and the ORT columns say so.
 Writes OUT/report.md, OUT/report.json and raw outputs under OUT/raw/.
 Exit code: 0 when every row was measured (PASS or MISS), 1 when a row failed.
 """
@@ -61,7 +80,11 @@ PY = "/usr/bin/python3"
 # The same settings dserve applies to itself at start-up (model/util/process.cc).
 TUNED_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
                 "MALLOC_TOP_PAD_": str(64 << 20)}
-SECTIONS = ("encoder", "argmax", "serve", "packing", "rss", "albert")
+SECTIONS = ("encoder", "argmax", "serve", "packing", "rss", "albert", "long")
+ONNX_DIR = os.path.join(REPO, "bench", "onnx")
+ORT_NOT_INSTALLED = "ORT: not installed, run bench/onnx/setup.sh"
+# ORT's outputs against eager fp32 on the timed inputs (logits and last hidden state).
+ORT_MAX_DIFF = 1e-4
 
 MODES = {
     # rounds: interleaved repeats of every encoder process (ours and eager);
@@ -71,13 +94,16 @@ MODES = {
     # was still growing).
     "full": dict(rounds=3, enc_repeats=5, lat_repeats=10, warmup=3, serve_repeats=3, serve_duration=5,
                  serve_warmup=2, engine_lines=2048, pack_repeats=3, pack_duration=5, pack_warmup=1,
-                 tok_repeats=5, rss_requests=64, rss_concurrency=16),
+                 tok_repeats=5, rss_requests=64, rss_concurrency=16, long_length=512, long_repeats=3,
+                 long_warmup=1, long_rounds=2),
     "quick": dict(rounds=1, enc_repeats=3, lat_repeats=5, warmup=2, serve_repeats=1, serve_duration=3,
                   serve_warmup=1, engine_lines=512, pack_repeats=1, pack_duration=3, pack_warmup=1,
-                  tok_repeats=3, rss_requests=32, rss_concurrency=16),
+                  tok_repeats=3, rss_requests=32, rss_concurrency=16, long_length=512, long_repeats=2,
+                  long_warmup=1, long_rounds=1),
     "tiny": dict(rounds=1, enc_repeats=1, lat_repeats=1, warmup=0, serve_repeats=1, serve_duration=1,
                  serve_warmup=0.5, engine_lines=64, pack_repeats=1, pack_duration=1, pack_warmup=0.5,
-                 tok_repeats=1, rss_requests=16, rss_concurrency=8),
+                 tok_repeats=1, rss_requests=16, rss_concurrency=8, long_length=256, long_repeats=1,
+                 long_warmup=0, long_rounds=1),
 }
 LOAD_CLIENTS_MIXED = 64
 WORDS = ("the a customer order refund billing password reset shipping parcel late account charge card invoice "
@@ -126,6 +152,10 @@ class Harness:
         self.results = {}  # section -> dict
         self.errors = {}   # section -> message
         self.test_models = None
+        self.dtypes = [d for d in args.dtypes.split(",") if d]
+        self.ort, self.ort_skip = self.ort_status()
+        self.ort_exports = {}
+        self.ort_errors = {}  # section -> message: an ORT failure there leaves the eager rows standing
 
     # ------------------------------------------------------------------ helpers
     def run(self, cmd, name, env=None, stdin=None, timeout=900):
@@ -184,6 +214,15 @@ class Harness:
             commit = "?"
         with open("/proc/loadavg") as f:
             load = " ".join(f.read().split()[:3])
+        if self.ort:
+            try:
+                node_v = subprocess.run([self.ort["node"], "--version"], capture_output=True, text=True,
+                                        timeout=30).stdout.strip()
+            except Exception:  # noqa: BLE001 - informational only
+                node_v = "?"
+            ort = f"onnxruntime-node {self.ort['version']} (node {node_v})"
+        else:
+            ort = self.ort_skip
 
         def cpu_times():
             with open("/proc/stat") as f:
@@ -196,34 +235,97 @@ class Harness:
         busy = 1 - (i1 - i0) / max(1, t1 - t0)
         return {"busy_before_start": busy,"nproc": os.cpu_count(), "cpu": cpu, "flags": ",".join(flags), "memory": mem,
                 "kernel": platform.release(), "threads_used": self.threads, "torch_eager": torch_version,
-                "commit": commit, "load_average_at_start": load, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+                "commit": commit, "load_average_at_start": load, "ort": ort, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
                 "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "(unset)"),
                 "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", "(unset)")}
 
     # ------------------------------------------------------------------ rows 1-4
-    def ours(self, batch, dtypes, repeats, round_no, shape=None):
+    def ours(self, batch, dtypes, repeats, round_no, shape=None, length=128, warmup=None):
         shape = shape or self.enc_shape()[0]
+        warmup = self.m["warmup"] if warmup is None else warmup
         out = self.run([self.dserve, "bench", "encoder", "--shape", shape, "--batch-size", str(batch), "--length",
-                        "128", "--repeats", str(repeats), "--warmup", str(self.m["warmup"]), "--threads",
-                        str(self.threads), "--dtypes", dtypes, "--json"], f"encoder_ours_b{batch}")
+                        str(length), "--repeats", str(repeats), "--warmup", str(warmup), "--threads",
+                        str(self.threads), "--dtypes", dtypes, "--json"],
+                       f"encoder_ours_b{batch}" + ("" if length == 128 else f"_l{length}"))
         r = self.last_json(out)
-        log(f"round {round_no}: ours {batch}x128 " + ", ".join(
+        log(f"round {round_no}: ours {batch}x{length} " + ", ".join(
             f"{d} {v['median_s']:.4f} s (MFU {100 * v['mfu_vs_matmul']:.1f}%)" for d, v in r["dtypes"].items()))
         return r
 
-    def eager(self, batch, dtype, malloc, repeats, round_no, shape_arg=None):
+    def eager(self, batch, dtype, malloc, repeats, round_no, shape_arg=None, length=128, warmup=None):
         if shape_arg is None:
             shape_arg = [] if self.mode != "tiny" else ["--model", self.enc_shape()[1]]
+        warmup = self.m["warmup"] if warmup is None else warmup
         env = dict(self.env)
         if malloc == "tuned":
             env.update(TUNED_MALLOC)
         out = self.run([PY, os.path.join(REPO, "bench", "eager", "eager_baseline.py"), "--batch", str(batch),
-                        "--length", "128", "--dtype", dtype, "--threads", str(self.threads), "--repeats",
-                        str(repeats), "--warmup", str(self.m["warmup"]), "--json", *shape_arg],
-                       f"encoder_eager_b{batch}", env=env)
+                        "--length", str(length), "--dtype", dtype, "--threads", str(self.threads), "--repeats",
+                        str(repeats), "--warmup", str(warmup), "--json", *shape_arg],
+                       f"encoder_eager_b{batch}" + ("" if length == 128 else f"_l{length}"), env=env)
         r = self.last_json(out)
-        log(f"round {round_no}: eager {batch}x128 {dtype} malloc {malloc}: {r['median_s']:.4f} s")
+        log(f"round {round_no}: eager {batch}x{length} {dtype} malloc {malloc}: {r['median_s']:.4f} s")
         return r
+
+    # ------------------------------------------------------------------ ONNX Runtime peer (issue 19)
+    def ort_status(self):
+        """(info, None) when the ORT peer can run, else (None, the reason every ORT column prints)."""
+        if self.a.no_ort:
+            return None, "ORT: not run (--no-ort)"
+        node = shutil.which("node")
+        if not node:
+            return None, ORT_NOT_INSTALLED + " (node is not on PATH)"
+        pkg = os.path.join(self.a.ort_dir, "node_modules", "onnxruntime-node", "package.json")
+        if not os.path.isfile(pkg):
+            where = os.path.dirname(pkg)
+            where = os.path.relpath(where, REPO) if where.startswith(REPO + os.sep) else where
+            return None, f"{ORT_NOT_INSTALLED} (no {where})"
+        with open(pkg) as f:
+            version = json.load(f).get("version", "?")
+        return {"node": node, "version": version, "modules": os.path.dirname(os.path.dirname(pkg))}, None
+
+    def ort_cache_root(self):
+        if self.a.ort_cache:
+            return os.path.abspath(self.a.ort_cache)
+        # Tiny exports take a second: keep them out of the source tree. v3-base ones (~740 MB, ~20 s each) stay.
+        return os.path.join(self.work, "onnx") if self.mode == "tiny" else os.path.join(ONNX_DIR, "cache")
+
+    def ort_export(self, batch, length):
+        key = (batch, length)
+        if key not in self.ort_exports:
+            model_arg = ["--model", self.enc_shape()[1]] if self.mode == "tiny" else []
+            r = self.last_json(self.run([PY, os.path.join(ONNX_DIR, "export_onnx.py"), "--batch", str(batch),
+                                         "--length", str(length), "--cache-root", self.ort_cache_root(), *model_arg],
+                                        "onnx_export", timeout=1800))
+            log(f"onnx export {batch}x{length}: {'reused ' if r['reused'] else ''}{r['dir']} "
+                f"({r['onnx_bytes'] / 2**20:.0f} MiB, opset {r['opset']}, {r['shapes']} shapes)")
+            self.ort_exports[key] = r
+        return self.ort_exports[key]
+
+    def ort_run(self, batch, length, repeats, warmup, round_no):
+        d = self.ort_export(batch, length)["dir"]
+        env = dict(self.env, NODE_PATH=self.ort["modules"])
+        r = self.last_json(self.run([self.ort["node"], os.path.join(ONNX_DIR, "ort_bench.js"), "--dir", d,
+                                     "--threads", str(self.threads), "--repeats", str(repeats), "--warmup",
+                                     str(warmup), "--json"], f"encoder_ort_b{batch}_l{length}", env=env))
+        log(f"round {round_no}: ORT {batch}x{length} fp32: {r['median_s']:.4f} s (max |ORT - eager| logits "
+            f"{r['max_abs_diff_logits']:.2e}, hidden {r['max_abs_diff_hidden']:.2e})")
+        bad = [k for k in ("max_abs_diff_logits", "max_abs_diff_hidden") if not r[k] <= ORT_MAX_DIFF]
+        if bad:
+            raise Failure(f"ORT {batch}x{length} outputs differ from eager fp32: " + ", ".join(
+                f"{k[13:]} max |diff| {r[k]:.3g}" for k in bad) + f" > {ORT_MAX_DIFF:g}: its timing is not comparable")
+        return r
+
+    def ort_round(self, section, batch, length, repeats, warmup, round_no):
+        """One ORT run inside a round; None when ORT is absent or failed before (the reason is kept)."""
+        if self.ort is None or section in self.ort_errors:
+            return None
+        try:
+            return self.ort_run(batch, length, repeats, warmup, round_no)
+        except (Failure, subprocess.TimeoutExpired, KeyError, ValueError) as e:
+            self.ort_errors[section] = str(e).replace("\n", " ")[:800]
+            log(f"ORT failed ({section}): {self.ort_errors[section]}")
+            return None
 
     def enc_shape(self):
         if self.mode == "tiny":  # ours: random weights of the config; eager: the checkpoint itself
@@ -235,13 +337,15 @@ class Harness:
         m = self.m
         rounds = []
         for r in range(1, m["rounds"] + 1):
-            rd = {"ours_8": self.ours(8, "fp32,bf16", m["enc_repeats"], r), "eager_8": {}, "eager_1": {}}
-            for dtype in ("fp32", "bf16"):
+            rd = {"ours_8": self.ours(8, ",".join(self.dtypes), m["enc_repeats"], r), "eager_8": {}, "eager_1": {}}
+            for dtype in self.dtypes:
                 for malloc in ("default", "tuned"):
                     rd["eager_8"][f"{dtype}/{malloc}"] = self.eager(8, dtype, malloc, m["enc_repeats"], r)
+            rd["ort_8"] = self.ort_round("encoder", 8, 128, m["enc_repeats"], m["warmup"], r)
             rd["ours_1"] = self.ours(1, "fp32", m["lat_repeats"], r)
             for malloc in ("default", "tuned"):
                 rd["eager_1"][f"fp32/{malloc}"] = self.eager(1, "fp32", malloc, m["lat_repeats"], r)
+            rd["ort_1"] = self.ort_round("encoder", 1, 128, m["lat_repeats"], m["warmup"], r)
             rounds.append(rd)
         med = statistics.median
         first = rounds[0]["ours_8"]
@@ -249,7 +353,7 @@ class Harness:
                "gflop_per_forward_8x128": first["gflop_per_forward"],
                "ours_8": {d: {k: med([rd["ours_8"]["dtypes"][d][k] for rd in rounds])
                               for k in ("median_s", "matmul_gflops", "model_gflops", "mfu_vs_matmul")}
-                          for d in ("fp32", "bf16")},
+                          for d in self.dtypes},
                "ours_1_fp32_s": med([rd["ours_1"]["dtypes"]["fp32"]["median_s"] for rd in rounds]),
                "eager_8": {k: med([rd["eager_8"][k]["median_s"] for rd in rounds]) for k in rounds[0]["eager_8"]},
                "eager_1": {k: med([rd["eager_1"][k]["median_s"] for rd in rounds]) for k in rounds[0]["eager_1"]}}
@@ -261,11 +365,57 @@ class Harness:
             return cands[env], env
         res["ratios"] = {
             "fp32_8": [best(rd, "eager_8", "fp32")[0] / rd["ours_8"]["dtypes"]["fp32"]["median_s"] for rd in rounds],
-            "bf16_8": [best(rd, "eager_8", "bf16")[0] / rd["ours_8"]["dtypes"]["bf16"]["median_s"] for rd in rounds],
-            "fp32_1": [best(rd, "eager_1", "fp32")[0] / rd["ours_1"]["dtypes"]["fp32"]["median_s"] for rd in rounds],
-            "mfu_bf16": [rd["ours_8"]["dtypes"]["bf16"]["mfu_vs_matmul"] for rd in rounds]}
-        res["best_env"] = {"fp32_8": [best(rd, "eager_8", "fp32")[1] for rd in rounds],
-                           "bf16_8": [best(rd, "eager_8", "bf16")[1] for rd in rounds]}
+            "fp32_1": [best(rd, "eager_1", "fp32")[0] / rd["ours_1"]["dtypes"]["fp32"]["median_s"] for rd in rounds]}
+        res["best_env"] = {"fp32_8": [best(rd, "eager_8", "fp32")[1] for rd in rounds]}
+        if "bf16" in self.dtypes:
+            res["ratios"]["bf16_8"] = [best(rd, "eager_8", "bf16")[0] / rd["ours_8"]["dtypes"]["bf16"]["median_s"]
+                                       for rd in rounds]
+            res["ratios"]["mfu_bf16"] = [rd["ours_8"]["dtypes"]["bf16"]["mfu_vs_matmul"] for rd in rounds]
+            res["best_env"]["bf16_8"] = [best(rd, "eager_8", "bf16")[1] for rd in rounds]
+        res["ort"] = self.ort_summary(rounds, {"8": ("ort_8", lambda rd: rd["ours_8"]["dtypes"]["fp32"]["median_s"]),
+                                               "1": ("ort_1", lambda rd: rd["ours_1"]["dtypes"]["fp32"]["median_s"])})
+        return res
+
+    def ort_summary(self, rounds, keys):
+        """Medians of the ORT runs of a section and its per-round ratios (ORT s / ours s), or None when some
+        round has no ORT figure (not installed, or failed: self.ort_skip / self.ort_errors say why)."""
+        if any(rd[k] is None for rd in rounds for k, _ in keys.values()):
+            return None
+        runs = [rd[k] for rd in rounds for k, _ in keys.values()]
+        out = {"version": runs[0]["ort_version"], "opset": runs[0]["opset"], "shapes": runs[0]["shapes"],
+               "graph_optimization": runs[0]["graph_optimization"], "threads": runs[0]["threads"],
+               "max_abs_diff_logits": max(r["max_abs_diff_logits"] for r in runs),
+               "max_abs_diff_hidden": max(r["max_abs_diff_hidden"] for r in runs),
+               "max_abs_logit": max(r["max_abs_logit"] for r in runs),
+               "load_s": statistics.median(r["load_s"] for r in runs)}
+        for name, (k, ours) in keys.items():
+            out[name + "_s"] = statistics.median(rd[k]["median_s"] for rd in rounds)
+            out["ratio_" + name] = [rd[k]["median_s"] / ours(rd) for rd in rounds]
+        return out
+
+    # ------------------------------------------------------------------ rows 13-14 (long sequences)
+    def section_long(self):
+        """fp32 at batch 8 and 1 x the long length (512; tiny: the golden's 256 positions): ours, eager (tuned
+        malloc, the faster env in every row-1 round so far) and ORT back to back in each round."""
+        m = self.m
+        L, reps, warm = m["long_length"], m["long_repeats"], m["long_warmup"]
+        rounds = []
+        for r in range(1, (self.a.rounds or m["long_rounds"]) + 1):
+            rd = {}
+            for b in (8, 1):
+                rd[f"ours_{b}"] = self.ours(b, "fp32", reps, r, length=L, warmup=warm)["dtypes"]["fp32"]["median_s"]
+                rd[f"eager_{b}"] = self.eager(b, "fp32", "tuned", reps, r, length=L, warmup=warm)["median_s"]
+                rd[f"ort_{b}"] = self.ort_round("long", b, L, reps, warm, r)
+            rounds.append(rd)
+        med = statistics.median
+        res = {"length": L, "repeats": reps, "warmup": warm, "rounds": rounds,
+               "shape": "v3-base" if self.mode != "tiny" else "cls_factorized golden config"}
+        for b in (8, 1):
+            res[f"ours_{b}_s"] = med(rd[f"ours_{b}"] for rd in rounds)
+            res[f"eager_{b}_s"] = med(rd[f"eager_{b}"] for rd in rounds)
+            res[f"ratio_eager_{b}"] = [rd[f"eager_{b}"] / rd[f"ours_{b}"] for rd in rounds]
+        res["ort"] = self.ort_summary(rounds, {"8": ("ort_8", lambda rd: rd["ours_8"]),
+                                               "1": ("ort_1", lambda rd: rd["ours_1"])})
         return res
 
     # ------------------------------------------------------------------ row 2 (argmax)
@@ -622,13 +772,19 @@ class Harness:
         E, A, S, P, R = (self.results.get(k) for k in ("encoder", "argmax", "serve", "packing", "rss"))
         rows = []
 
-        def row(n, measure, config, measured, target, ok, section, extra=None):
+        def row(n, measure, config, measured, target, ok, section, extra=None, ort=False, skip=None):
             needs = section if isinstance(section, tuple) else (section,)
             failed = [s for s in needs if s in self.errors]
             if failed:
                 measured, result = "; ".join(f"ERROR ({s}): {self.errors[s]}" for s in failed), "ERROR"
             elif any(self.results.get(s) is None for s in needs):
                 measured, result = "not run (--sections)", "SKIP"
+            elif ort and needs[0] in self.ort_errors:  # the ORT peer itself failed (or its check did)
+                measured, result = f"ERROR (ORT): {self.ort_errors[needs[0]]}", "ERROR"
+            elif ort and self.ort_skip:  # not installed (or --no-ort): said, never faked
+                measured, result = self.ort_skip, "SKIP"
+            elif skip and skip():
+                measured, result = skip(), "SKIP"
             else:
                 result = "PASS" if ok() else "MISS"
                 measured = measured()
@@ -640,6 +796,23 @@ class Harness:
 
         thr = self.threads
         shape = E["shape"] if E else "v3-base"
+
+        def ort_beside(section, key, fmt=lambda x: f"{x:.4f} s"):
+            """The ORT figure next to an eager one (rows 1, 3, 13), or why there is none."""
+            if section in self.ort_errors:
+                return f"; ORT: ERROR ({self.ort_errors[section][:200]})"
+            o = (self.results.get(section) or {}).get("ort")
+            if o is None:
+                return f"; {self.ort_skip or 'ORT: no figure'}"
+            return (f"; ONNX Runtime fp32 {fmt(o[key + '_s'])} (ours vs ORT "
+                    f"{statistics.median(o['ratio_' + key]):.2f}x)")
+
+        def ort_cfg(o):
+            return (f"onnxruntime-node {o['version']} CPU EP, graph optimisation {o['graph_optimization']}, "
+                    f"{o['threads']} intra-op threads, opset {o['opset']} export of eager_baseline.py ({o['shapes']} "
+                    f"shapes, the same random weights and inputs); ORT vs eager fp32: max |diff| logits "
+                    f"{o['max_abs_diff_logits']:.2e} (largest |logit| {o['max_abs_logit']:.3g}), last hidden state "
+                    f"{o['max_abs_diff_hidden']:.2e} (limit {ORT_MAX_DIFF:g})")
         reps = (f"{self.m['rounds']} round(s), each process the median of {self.m['enc_repeats']} forwards; ratio = "
                 f"median over rounds of the ratio within a round")
 
@@ -660,10 +833,13 @@ class Harness:
             o = E["ours_8"]["fp32"]["median_s"]
             return (f"{ratio('fp32_8'):.2f}x (per round: {rounds_txt('fp32_8')}); medians over rounds: ours {o:.4f} s "
                     f"({8 / o:.2f} seq/s), eager fp32 {eager_txt('fp32')}; faster eager env per round: "
-                    f"{', '.join(E['best_env']['fp32_8'])}")
+                    f"{', '.join(E['best_env']['fp32_8'])}{ort_beside('encoder', '8')}")
         row(1, "encoder fp32 throughput vs eager fp32 (best env), batch 8x128",
             f"{shape}, random weights, {thr} threads, {reps}; `dserve bench encoder` vs eager_baseline.py back to back",
             r1, ">= 1.3x", lambda: ratio("fp32_8") >= 1.3, "encoder", lambda: ratio("fp32_8"))
+
+        def no_bf16():
+            return None if "bf16" in self.dtypes else "bf16 not timed (--dtypes fp32)"
 
         def argmax_same():
             g, d = A["goldens"], A["demo"]
@@ -677,17 +853,19 @@ class Harness:
             return (f"{ratio('bf16_8'):.2f}x (per round: {rounds_txt('bf16_8')}); medians over rounds: ours {o:.4f} s "
                     f"({8 / o:.2f} seq/s), eager bf16 {eager_txt('bf16')}; argmax bf16 = fp32 on goldens "
                     f"{g['bf16_eq_fp32']}/{g['n']} (= HF logits {g['bf16_eq_hf']}/{g['n']}), on demo data "
-                    f"{d['bf16_eq_fp32']}/{d['n']}{acc}; faster eager env per round: {', '.join(E['best_env']['bf16_8'])}")
+                    f"{d['bf16_eq_fp32']}/{d['n']}{acc}; faster eager env per round: {', '.join(E['best_env']['bf16_8'])}; "
+                    f"ORT: n/a in bf16 (ONNX Runtime's x86 CPU EP has no bf16 GEMM path; its fp32 figure is row 11)")
         row(2, "encoder bf16 throughput vs eager bf16, classification argmax unchanged on goldens and demo data",
             lambda: (f"{shape}, 8x128, {thr} threads, {reps}; argmax: `dserve forward --dtype bf16` vs fp32 on the "
                      f"cls_factorized goldens ({A['goldens']['n']} sequences) and {A['demo']['what']}"),
             r2, ">= 1.3x and argmax unchanged", lambda: argmax_same() and ratio("bf16_8") >= 1.3,
-            ("encoder", "argmax"), lambda: ratio("bf16_8"))
+            ("encoder", "argmax"), lambda: ratio("bf16_8"), skip=no_bf16)
 
         def r3():
             o = E["ours_1_fp32_s"]
             return (f"{ratio('fp32_1'):.2f}x faster (per round: {rounds_txt('fp32_1')}); medians over rounds: ours "
-                    f"{1e3 * o:.1f} ms, eager fp32 {eager_txt('fp32', 'eager_1')}")
+                    f"{1e3 * o:.1f} ms, eager fp32 {eager_txt('fp32', 'eager_1')}"
+                    f"{ort_beside('encoder', '1', lambda x: f'{1e3 * x:.1f} ms')}")
         row(3, "single-request latency, batch 1x128, fp32, vs eager",
             f"{shape}, {thr} threads, {self.m['rounds']} round(s), each process the median of {self.m['lat_repeats']} "
             f"forwards; ratio = median over rounds of faster eager / ours within a round",
@@ -702,7 +880,7 @@ class Harness:
         row(4, "bf16 model-FLOP utilisation vs measured bf16 matmul peak",
             f"{shape}, 8x128, {thr} threads; peak = 2048^3 torch.matmul in the same `dserve bench encoder` process; "
             f"median over rounds",
-            r4, ">= 70%", lambda: ratio("mfu_bf16") >= 0.70, "encoder", lambda: ratio("mfu_bf16"))
+            r4, ">= 70%", lambda: ratio("mfu_bf16") >= 0.70, "encoder", lambda: ratio("mfu_bf16"), skip=no_bf16)
 
         sm = S["medians"] if S else {}
         srv_cfg = (f"{S['model'] if S else ''}; bench/serve/serve_bench.sh, median of {self.m['serve_repeats']} repeat(s), "
@@ -761,7 +939,99 @@ class Harness:
                      f"{AL['eager_fp32_s']:.4f} s)"),
             ">= 1.0x", lambda: statistics.median(AL["ratio_fp32"]) >= 1.0, "albert",
             lambda: statistics.median(AL["ratio_fp32"]))
+
+        # Issue 19: ONNX Runtime, the engine a user would pick instead, in the same rounds; long sequences.
+        EO = (E or {}).get("ort")
+        med = statistics.median
+
+        def per_round(xs):
+            return ", ".join(f"{x:.2f}" for x in xs)
+        row(11, "encoder fp32 throughput vs ONNX Runtime fp32, batch 8x128",
+            lambda: f"{shape}, {thr} threads, {reps}; {ort_cfg(EO)}; run right after eager in each round of row 1",
+            lambda: (f"{med(EO['ratio_8']):.2f}x (per round: {per_round(EO['ratio_8'])}); medians over rounds: ours "
+                     f"{E['ours_8']['fp32']['median_s']:.4f} s, ORT {EO['8_s']:.4f} s, eager fp32 "
+                     f"{min(v for k, v in E['eager_8'].items() if k.startswith('fp32/')):.4f} s (faster env)"),
+            ">= 1.2x", lambda: med(EO["ratio_8"]) >= 1.2, "encoder", lambda: med(EO["ratio_8"]), ort=True)
+        row(12, "single-request latency, batch 1x128, fp32, vs ONNX Runtime",
+            lambda: (f"{shape}, {thr} threads, {self.m['rounds']} round(s), each process the median of "
+                     f"{self.m['lat_repeats']} runs; {ort_cfg(EO)}; same rounds as row 3"),
+            lambda: (f"{med(EO['ratio_1']):.2f}x faster (per round: {per_round(EO['ratio_1'])}); medians over rounds: "
+                     f"ours {1e3 * E['ours_1_fp32_s']:.1f} ms, ORT {1e3 * EO['1_s']:.1f} ms, eager fp32 "
+                     f"{1e3 * min(E['eager_1'].values()):.1f} ms (faster env)"),
+            ">= 1.2x faster", lambda: med(EO["ratio_1"]) >= 1.2, "encoder", lambda: med(EO["ratio_1"]), ort=True)
+
+        LG = self.results.get("long")
+        LO = (LG or {}).get("ort")
+        L = LG["length"] if LG else self.m["long_length"]
+
+        def long_cfg():
+            return (f"{LG['shape']}, {thr} threads, {len(LG['rounds'])} round(s) of their own: ours, eager (tuned "
+                    f"malloc) and ORT back to back at 8x{L} then 1x{L}, each process the median of {LG['repeats']} "
+                    f"forwards after {LG['warmup']} warm-up; ratio = median over rounds of the ratio within a round")
+
+        def growth():
+            """Cost per token at L over cost per token at 128 (batch 8), per engine: how attention's O(L^2) and
+            the c2p/p2c gathers show up. Needs the encoder section of the same run."""
+            if not E:
+                return ""
+            f = L / 128
+            parts = [f"ours {LG['ours_8_s'] / E['ours_8']['fp32']['median_s'] / f:.2f}x",
+                     f"eager {LG['eager_8_s'] / E['eager_8']['fp32/tuned'] / f:.2f}x"]
+            if LO and EO:
+                parts.append(f"ORT {LO['8_s'] / EO['8_s'] / f:.2f}x")
+            return f"; cost per token 8x{L} over 8x128: " + ", ".join(parts)
+        row(13, f"long sequences: encoder fp32 8x{L} vs eager fp32 (1x{L} beside it)",
+            lambda: long_cfg(),
+            lambda: (f"{med(LG['ratio_eager_8']):.2f}x (per round: {per_round(LG['ratio_eager_8'])}); medians: ours "
+                     f"{LG['ours_8_s']:.4f} s, eager {LG['eager_8_s']:.4f} s; 1x{L}: "
+                     f"{med(LG['ratio_eager_1']):.2f}x (ours {1e3 * LG['ours_1_s']:.1f} ms, eager "
+                     f"{1e3 * LG['eager_1_s']:.1f} ms){ort_beside('long', '8')}{growth()}"),
+            ">= 1.5x", lambda: med(LG["ratio_eager_8"]) >= 1.5, "long", lambda: med(LG["ratio_eager_8"]))
+        row(14, f"long sequences: encoder fp32 8x{L} vs ONNX Runtime fp32 (1x{L} beside it)",
+            lambda: f"{long_cfg()}; {ort_cfg(LO)}",
+            lambda: (f"{med(LO['ratio_8']):.2f}x (per round: {per_round(LO['ratio_8'])}); medians: ours "
+                     f"{LG['ours_8_s']:.4f} s, ORT {LO['8_s']:.4f} s; 1x{L}: {med(LO['ratio_1']):.2f}x (ours "
+                     f"{1e3 * LG['ours_1_s']:.1f} ms, ORT {1e3 * LO['1_s']:.1f} ms)"),
+            ">= 1.2x", lambda: med(LO["ratio_8"]) >= 1.2, "long", lambda: med(LO["ratio_8"]), ort=True)
         return rows
+
+    def forward_table(self):
+        """The model-forward figures side by side (issue 19): ours / eager / ORT per shape and dtype, medians
+        over rounds; ratios = the median of the per-round ratios (peer s / ours s: > 1 means we are faster)."""
+        E, LG = self.results.get("encoder"), self.results.get("long")
+        if not E and not LG:
+            return ""
+        med = statistics.median
+
+        def ort_cell(section, res, key):
+            if section in self.ort_errors:
+                return "ERROR", "ERROR"
+            o = res.get("ort") if res else None
+            if o is None:
+                return "not installed" if self.ort_skip and "not installed" in self.ort_skip else "-", "-"
+            return f"{o[key + '_s']:.4f} s", f"{med(o['ratio_' + key]):.2f}x"
+        lines = ["| batch x tokens | dtype | dserve | eager (faster env) | ONNX Runtime | dserve vs eager | "
+                 "dserve vs ORT |", "|---|---|---|---|---|---|---|"]
+        if E:
+            best8 = {d: min(v for k, v in E["eager_8"].items() if k.startswith(d + "/")) for d in E["ours_8"]}
+            o8, r8 = ort_cell("encoder", E, "8")
+            o1, r1 = ort_cell("encoder", E, "1")
+            lines.append(f"| 8x128 | fp32 | {E['ours_8']['fp32']['median_s']:.4f} s | {best8['fp32']:.4f} s | {o8} | "
+                         f"{med(E['ratios']['fp32_8']):.2f}x | {r8} |")
+            if "bf16" in E["ours_8"]:
+                lines.append(f"| 8x128 | bf16 | {E['ours_8']['bf16']['median_s']:.4f} s | {best8['bf16']:.4f} s | n/a "
+                             f"(no bf16 on ORT's CPU EP) | {med(E['ratios']['bf16_8']):.2f}x | n/a |")
+            lines.append(f"| 1x128 | fp32 | {E['ours_1_fp32_s']:.4f} s | {min(E['eager_1'].values()):.4f} s | {o1} | "
+                         f"{med(E['ratios']['fp32_1']):.2f}x | {r1} |")
+        if LG:
+            L = LG["length"]
+            for b in (8, 1):
+                o, r = ort_cell("long", LG, str(b))
+                lines.append(f"| {b}x{L} | fp32 | {LG[f'ours_{b}_s']:.4f} s | {LG[f'eager_{b}_s']:.4f} s (tuned) | "
+                             f"{o} | {med(LG[f'ratio_eager_{b}']):.2f}x | {r} |")
+        note = f"ORT column: {self.ort_skip}.\n" if self.ort_skip else ""
+        return ("Model forward side by side (medians over rounds; ratios: peer s / dserve s, the median of the "
+                "per-round ratios, > 1 = dserve faster):\n\n" + "\n".join(lines) + "\n\n" + note)
 
     def report(self, machine, started):
         rows = self.rows(machine)
@@ -773,6 +1043,7 @@ class Harness:
                 f"  ({elapsed / 60:.1f} min)\n\n"
                 f"Machine: nproc {machine['nproc']}, {machine['cpu']}, flags {machine['flags']}, {machine['memory']}, "
                 f"Linux {machine['kernel']}; {machine['threads_used']} threads; eager torch {machine['torch_eager']}; "
+                f"{machine['ort']}; "
                 f"commit {machine['commit']}; {machine['date']}; CPU busy in the 2 s before the start "
                 f"{100 * machine['busy_before_start']:.0f}%; load average at start {machine['load_average_at_start']}, "
                 f"at end {machine['load_average_at_end']} (figures compare only on an otherwise idle machine); "
@@ -783,21 +1054,26 @@ class Harness:
             head += (f"\nBUSY MACHINE: other work kept the cores {100 * machine['busy_before_start']:.0f}% busy just "
                      f"before the start: timings and ratios are unreliable (multi-threaded forwards slow down "
                      f"several-fold when a core is taken).\n")
+        table = self.forward_table()
         md = [head, "| # | measure | configuration | measured | target | result |", "|---|---|---|---|---|---|"]
         for r in rows:
             md.append(f"| {r['row']} | {r['measure']} | {r['config']} | {r['measured']} | {r['target']} | "
                       f"**{r['result']}** |")
-        text = "\n".join(md) + "\n"
+        text = "\n".join(md) + "\n" + ("\n" + table if table else "")
         with open(os.path.join(self.out, "report.md"), "w") as f:
             f.write(text)
         with open(os.path.join(self.out, "report.json"), "w") as f:
             json.dump({"mode": self.mode, "elapsed_s": elapsed, "machine": machine, "settings": self.m,
-                       "rows": rows, "sections": self.results, "errors": self.errors}, f, indent=1, default=str)
+                       "rows": rows, "sections": self.results, "errors": self.errors,
+                       "ort": {"available": self.ort is not None, "version": (self.ort or {}).get("version"),
+                               "skip": self.ort_skip, "errors": self.ort_errors}}, f, indent=1, default=str)
         # Console: one block per row.
         print(head)
         for r in rows:
             print(f"[{r['result']}] row {r['row']}: {r['measure']}\n    target:   {r['target']}\n"
                   f"    measured: {r['measured']}\n    config:   {r['config']}\n")
+        if table:
+            print(table)
         n = {k: sum(r["result"] == k for r in rows) for k in ("PASS", "MISS", "ERROR", "SKIP")}
         print(f"summary: {n['PASS']} PASS, {n['MISS']} MISS, {n['ERROR']} ERROR, {n['SKIP']} not run; "
               f"report in {self.out}/report.md and report.json")
@@ -827,6 +1103,13 @@ def main():
     ap.add_argument("--rounds", type=int, default=0, help="encoder rounds (default by mode)")
     ap.add_argument("--threads", type=int, default=0, help="intra-op threads for the encoder rows (default nproc)")
     ap.add_argument("--sections", default=",".join(SECTIONS), help="subset of " + ",".join(SECTIONS))
+    ap.add_argument("--dtypes", default="fp32,bf16", choices=["fp32,bf16", "fp32"],
+                    help="encoder rows' dtypes; fp32 leaves rows 2 and 4 out (SKIP): on a CPU without AVX-512 "
+                         "one bf16 v3-base 8x128 forward takes ~4 minutes, ours and eager alike")
+    ap.add_argument("--no-ort", action="store_true", help="leave the ONNX Runtime peer out (its rows say so)")
+    ap.add_argument("--ort-dir", default=ONNX_DIR,
+                    help="folder whose node_modules holds onnxruntime-node (default bench/onnx: bench/onnx/setup.sh)")
+    ap.add_argument("--ort-cache", help="folder for the ONNX exports (default bench/onnx/cache; tiny: a temp folder)")
     a = ap.parse_args()
     sections = [s for s in a.sections.split(",") if s]
     for s in sections:
@@ -836,7 +1119,12 @@ def main():
     started = time.time()
     try:
         machine = h.machine()
-        log(f"mode {h.mode}, out {h.out}; machine: nproc {machine['nproc']}, {machine['cpu']}, {machine['flags']}")
+        log(f"mode {h.mode}, out {h.out}; machine: nproc {machine['nproc']}, {machine['cpu']}, {machine['flags']}; "
+            f"{machine['ort']}")
+        if "bf16" in h.dtypes and "encoder" in sections and h.mode != "tiny" and not any(
+                f in machine["flags"].split(",") for f in ("avx512_bf16", "amx_bf16")):
+            log("warning: no avx512_bf16 / amx_bf16 on this CPU: one bf16 v3-base 8x128 forward took ~4 minutes on "
+                "an AVX2-only EPYC (ours and eager alike); --dtypes fp32 leaves the bf16 rows 2 and 4 out")
         for s in SECTIONS:
             if s not in sections:
                 continue

@@ -1,0 +1,124 @@
+#!/usr/bin/env node
+// ONNX Runtime (onnxruntime-node, CPU execution provider) timing of an export
+// written by bench/onnx/export_onnx.py, for bench/run_all.sh (issue 19).
+//
+//   node bench/onnx/ort_bench.js --dir EXPORT_DIR [--threads 2] [--repeats 5] [--warmup 3] [--json]
+//
+// Session: graph optimisation "all", intraOpNumThreads = --threads (what
+// dserve uses), interOpNumThreads 1, sequential execution, CPU memory arena
+// and memory patterns on (ORT's defaults otherwise; thread spinning left at
+// its default, as a user gets it). First it runs the check inputs (the eager
+// timing inputs, check.json) once and compares ORT's logits and
+// last_hidden_state with eager PyTorch's fp32 outputs (max |diff|); then it
+// times --warmup untimed and --repeats timed session.run calls on the same
+// inputs. median_s is the median wall time of one run (inputs already
+// tensors; both outputs fetched), as eager_baseline.py's median_s.
+// Prints one JSON object (--json) or a line.
+// Exit 2 when onnxruntime-node is not installed (run bench/onnx/setup.sh).
+"use strict";
+const fs = require("fs");
+const path = require("path");
+
+function parseArgs(argv) {
+  const a = {dir: null, threads: 2, repeats: 5, warmup: 3, json: false};
+  for (let i = 0; i < argv.length; i++) {
+    const k = argv[i];
+    const v = () => {
+      if (i + 1 >= argv.length) throw new Error(`${k} needs a value`);
+      return argv[++i];
+    };
+    if (k === "--dir") a.dir = v();
+    else if (k === "--threads") a.threads = parseInt(v(), 10);
+    else if (k === "--repeats") a.repeats = parseInt(v(), 10);
+    else if (k === "--warmup") a.warmup = parseInt(v(), 10);
+    else if (k === "--json") a.json = true;
+    else throw new Error(`unknown argument ${k}`);
+  }
+  if (!a.dir) throw new Error("--dir EXPORT_DIR is required");
+  return a;
+}
+
+function loadOrt() {
+  try {
+    // bench/onnx/node_modules (setup.sh) first, then node's own search path.
+    return {ort: require(path.join(__dirname, "node_modules", "onnxruntime-node")),
+            version: require(path.join(__dirname, "node_modules", "onnxruntime-node", "package.json")).version};
+  } catch (e) {
+    try {
+      return {ort: require("onnxruntime-node"), version: require("onnxruntime-node/package.json").version};
+    } catch (e2) {
+      process.stderr.write(`ort_bench: onnxruntime-node is not installed (run bench/onnx/setup.sh): ${e.message}\n`);
+      process.exit(2);
+    }
+  }
+}
+
+function maxAbsDiff(a, b) {
+  if (a.length !== b.length) throw new Error(`size mismatch ${a.length} vs ${b.length}`);
+  let m = 0;
+  for (let i = 0; i < a.length; i++) {
+    const d = Math.abs(a[i] - b[i]);
+    if (!(d <= m)) m = d;  // NaN propagates as NaN
+  }
+  return m;
+}
+
+function median(xs) {
+  const s = [...xs].sort((x, y) => x - y);
+  const n = s.length;
+  return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+async function main() {
+  const a = parseArgs(process.argv.slice(2));
+  const {ort, version} = loadOrt();
+  const check = JSON.parse(fs.readFileSync(path.join(a.dir, "check.json"), "utf8"));
+  const [B, L] = [check.batch, check.length];
+  const flat = (rows) => BigInt64Array.from(rows.flat().map((x) => BigInt(x)));
+  const feeds = {
+    input_ids: new ort.Tensor("int64", flat(check.input_ids), [B, L]),
+    attention_mask: new ort.Tensor("int64", flat(check.attention_mask), [B, L]),
+  };
+  const opts = {
+    executionProviders: ["cpu"], graphOptimizationLevel: "all", intraOpNumThreads: a.threads,
+    interOpNumThreads: 1, executionMode: "sequential", enableCpuMemArena: true, enableMemPattern: true,
+  };
+  let t0 = process.hrtime.bigint();
+  const session = await ort.InferenceSession.create(path.join(a.dir, "model.onnx"), opts);
+  const loadS = Number(process.hrtime.bigint() - t0) / 1e9;
+
+  const out = await session.run(feeds);
+  const hidRef = fs.readFileSync(path.join(a.dir, check.hidden_file));
+  const hidden = new Float32Array(hidRef.buffer, hidRef.byteOffset, hidRef.byteLength / 4);
+  const diffLogits = maxAbsDiff(out.logits.data, check.logits.flat());
+  const diffHidden = maxAbsDiff(out.last_hidden_state.data, hidden);
+  let maxLogit = 0;
+  for (const x of check.logits.flat()) maxLogit = Math.max(maxLogit, Math.abs(x));
+
+  for (let i = 0; i < a.warmup; i++) await session.run(feeds);
+  const times = [];
+  for (let i = 0; i < a.repeats; i++) {
+    t0 = process.hrtime.bigint();
+    await session.run(feeds);
+    times.push(Number(process.hrtime.bigint() - t0) / 1e9);
+  }
+  const r = {
+    engine: "onnxruntime-node", ort_version: version, execution_provider: "cpu", graph_optimization: "all",
+    threads: a.threads, batch: B, length: L, dtype: "fp32", opset: check.opset, shapes: check.shapes,
+    median_s: median(times), min_s: Math.min(...times), repeats: a.repeats, warmup: a.warmup, load_s: loadS,
+    max_abs_diff_logits: diffLogits, max_abs_diff_hidden: diffHidden, max_abs_logit: maxLogit,
+    model: check.model_name,
+  };
+  if (a.json) {
+    console.log(JSON.stringify(r));
+  } else {
+    console.log(`ORT ${version} ${B}x${L} fp32, ${a.threads} threads: median ${r.median_s.toFixed(4)} s ` +
+                `(min ${r.min_s.toFixed(4)}) over ${a.repeats}; vs eager max |diff| logits ${diffLogits.toExponential(2)}, ` +
+                `hidden ${diffHidden.toExponential(2)}; session load ${loadS.toFixed(1)} s`);
+  }
+}
+
+main().catch((e) => {
+  process.stderr.write(`ort_bench: ${e && e.stack ? e.stack : e}\n`);
+  process.exit(1);
+});
