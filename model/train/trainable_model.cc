@@ -7,7 +7,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "model/albert/albert_network.h"
 #include "model/checkpoint/checkpoint_dir.h"
 #include "model/deberta/weights.h"
 #include "model/train/data.h"
@@ -20,10 +19,9 @@ namespace {
 
 bool NeedsClassification(Task t) { return t == Task::kClassify || t == Task::kRerank; }
 
-absl::Status AlbertMlmUnsupported() {
-  return absl::UnimplementedError(
-      "masked-LM training of an ALBERT model (AlbertForMaskedLM's predictions head) is not implemented: "
-      "fine-tune ALBERT with --task classify, rerank or answer, or pretrain a DeBERTa model");
+absl::Status Unsupported(const TrainableFamily& family, const char* what) {
+  return absl::UnimplementedError(absl::StrCat("model_type \"", family.model_type, "\": ", what,
+                                               " is not implemented for this family"));
 }
 
 }  // namespace
@@ -31,20 +29,15 @@ absl::Status AlbertMlmUnsupported() {
 absl::StatusOr<std::unique_ptr<TrainableModel>> TrainableModel::FromScratch(const ModelConfig& config, bool sop) {
   std::unique_ptr<TrainableModel> m(new TrainableModel());
   m->config_ = config;
-  if (config.albert && config.task() == Task::kMlm) return AlbertMlmUnsupported();
+  ASSIGN_OR_RETURN(m->family_, TrainableFamilyOf(config));
+  if (!m->family_->from_scratch) return Unsupported(*m->family_, "training from fresh weights");
+  if (config.task() == Task::kMlm && !m->family_->mlm) return Unsupported(*m->family_, "masked-LM training");
   absl::Status status = absl::OkStatus();
   auto init = [&]() -> absl::Status {
     torch::NoGradGuard no_grad;
-    if (config.albert) {
-      AlbertWeights weights = AlbertWeights::Init(config, torch::kFloat, torch::kCPU);
-      ASSIGN_OR_RETURN(m->albert_, AlbertEncoder::Create(config, std::move(weights), AlbertEncoder::Options{false}));
-    } else {
-      EncoderWeights weights = EncoderWeights::Init(config, torch::kFloat, torch::kCPU);
-      ASSIGN_OR_RETURN(m->encoder_, DebertaEncoder::Create(config, std::move(weights), DebertaEncoder::Options{false}));
-    }
+    ASSIGN_OR_RETURN(m->encoder_, m->family_->init(config));
     if (NeedsClassification(config.task())) {
-      ASSIGN_OR_RETURN(m->classification_, config.albert ? InitAlbertClassificationHead(config, torch::kFloat, torch::kCPU)
-                                                         : ClassificationHead::Init(config, torch::kFloat, torch::kCPU));
+      ASSIGN_OR_RETURN(m->classification_, m->family_->init_classification(config, torch::kFloat, torch::kCPU));
     } else if (config.task() == Task::kAnswer) {
       m->qa_ = QaHead::Init(config, torch::kFloat, torch::kCPU);
     } else if (config.task() == Task::kMlm) {
@@ -65,43 +58,25 @@ absl::StatusOr<std::unique_ptr<TrainableModel>> TrainableModel::FromFiles(
   std::unique_ptr<TrainableModel> m(new TrainableModel());
   m->config_ = config;
   *head_initialised = false;
-  if (config.albert && config.task() == Task::kMlm) return AlbertMlmUnsupported();
+  ASSIGN_OR_RETURN(m->family_, TrainableFamilyOf(config));
+  if (config.task() == Task::kMlm && !m->family_->mlm) return Unsupported(*m->family_, "masked-LM training");
   ASSIGN_OR_RETURN(auto store, WeightStore::Open(weight_paths, torch::kFloat, torch::kCPU));
   absl::Status status = absl::OkStatus();
-  // Tensors from the store may share memory with nothing we own; clone so
-  // that in-place optimizer updates never touch another object's storage.
-  auto own = [](const std::vector<std::pair<std::string, torch::Tensor>>& named) {
-    for (const auto& [name, t] : named) t.set_data(t.clone());
-  };
   auto load = [&]() -> absl::Status {
     torch::NoGradGuard no_grad;
-    if (config.albert) {
-      store->set_scope("albert.");  // a bare AlbertModel file has no prefix
-      ASSIGN_OR_RETURN(AlbertWeights weights, AlbertWeights::Load(config, *store));
-      own(weights.Named());
-      ASSIGN_OR_RETURN(m->albert_, AlbertEncoder::Create(config, std::move(weights), AlbertEncoder::Options{false}));
-      return m->LoadOrInitHead(*store, load_head, head_initialised);
+    ASSIGN_OR_RETURN(m->encoder_, m->family_->load(config, *store, head_initialised));
+    if (config.task() != Task::kMlm) return m->LoadOrInitHead(*store, load_head, head_initialised);
+    std::string report;
+    ASSIGN_OR_RETURN(MlmHead head, MlmHead::Load(config, *store, /*init_if_missing=*/true, &report));
+    if (report == "initialised") *head_initialised = true;
+    m->mlm_ = std::move(head);
+    if (sop) {
+      std::string sop_report;
+      ASSIGN_OR_RETURN(SopHead sop_head, SopHead::Load(config, *store, /*init_if_missing=*/true, &sop_report));
+      if (sop_report == "initialised") *head_initialised = true;
+      m->sop_ = std::move(sop_head);
     }
-    ASSIGN_OR_RETURN(EncoderWeights weights, EncoderWeights::Load(config, *store));
-    own(weights.Named(config));
-    if (config.task() == Task::kMlm && !config.position_biased_input && InitEmdPositionsIfMissing(config, &weights)) {
-      *head_initialised = true;
-    }
-    ASSIGN_OR_RETURN(m->encoder_, DebertaEncoder::Create(config, std::move(weights), DebertaEncoder::Options{false}));
-    if (config.task() == Task::kMlm) {
-      std::string report;
-      ASSIGN_OR_RETURN(MlmHead head, MlmHead::Load(config, *store, /*init_if_missing=*/true, &report));
-      if (report == "initialised") *head_initialised = true;
-      m->mlm_ = std::move(head);
-      if (sop) {
-        std::string sop_report;
-        ASSIGN_OR_RETURN(SopHead sop_head, SopHead::Load(config, *store, /*init_if_missing=*/true, &sop_report));
-        if (sop_report == "initialised") *head_initialised = true;
-        m->sop_ = std::move(sop_head);
-      }
-      return absl::OkStatus();
-    }
-    return m->LoadOrInitHead(*store, load_head, head_initialised);
+    return absl::OkStatus();
   };
   RETURN_IF_ERROR(TorchCall("loading weights", [&] { status = load(); }));
   RETURN_IF_ERROR(status);
@@ -113,11 +88,10 @@ absl::Status TrainableModel::LoadOrInitHead(WeightStore& store, bool load_head, 
   const ModelConfig& c = config_;
   if (NeedsClassification(c.task())) {
     absl::StatusOr<ClassificationHead> head = absl::NotFoundError("not loaded");
-    if (load_head) head = c.albert ? LoadAlbertClassificationHead(c, store) : ClassificationHead::Load(c, store);
+    if (load_head) head = family_->load_classification(c, store);
     if (!head.ok()) {
       *head_initialised = true;
-      head = c.albert ? InitAlbertClassificationHead(c, torch::kFloat, torch::kCPU)
-                      : ClassificationHead::Init(c, torch::kFloat, torch::kCPU);
+      head = family_->init_classification(c, torch::kFloat, torch::kCPU);
     }
     if (!head.ok()) return head.status();
     classification_ = *std::move(head);
@@ -143,24 +117,10 @@ absl::Status TrainableModel::Finish() {
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> TrainableModel::Named(bool for_checkpoint) const {
-  if (albert_) {
-    auto named = albert_->weights().Named();
-    if (classification_) classification_->AppendNamed(&named);
-    if (qa_) qa_->AppendNamed(&named);
-    return named;
-  }
-  auto named = encoder_->weights().Named(config_);
-  // The EMD of an MLM model reads the absolute position table: keep it.
-  if (for_checkpoint && !config_.position_biased_input && !mlm_) {
-    std::vector<std::pair<std::string, torch::Tensor>> kept;
-    for (auto& p : named) {
-      if (p.first != "deberta.embeddings.position_embeddings.weight") kept.push_back(std::move(p));
-    }
-    named = std::move(kept);
-  }
+  auto named = encoder_->Named(for_checkpoint);
   if (classification_) classification_->AppendNamed(&named);
   if (qa_) qa_->AppendNamed(&named);
-  if (mlm_) mlm_->AppendNamed(encoder_->weights().embeddings.word, &named);
+  if (mlm_) mlm_->AppendNamed(encoder_->deberta()->weights().embeddings.word, &named);
   if (sop_) sop_->AppendNamed(&named);
   return named;
 }
@@ -169,9 +129,9 @@ std::vector<std::pair<std::string, torch::Tensor>> TrainableModel::Parameters() 
   if (!mlm_) return Named(/*for_checkpoint=*/true);  // position table only read with position_biased_input
   // MLM: the encoder (position table included, for the EMD) and the heads'
   // own tensors (the decoder is tied to the word embeddings), each once.
-  auto params = encoder_->weights().Named(config_);
+  auto params = encoder_->Named(/*for_checkpoint=*/false);
   std::vector<std::pair<std::string, torch::Tensor>> head_named;
-  mlm_->AppendNamed(encoder_->weights().embeddings.word, &head_named);
+  mlm_->AppendNamed(encoder_->deberta()->weights().embeddings.word, &head_named);
   if (sop_) sop_->AppendNamed(&head_named);
   auto name_of = [&](const torch::Tensor& t) {  // HF name, for the weight-decay rule
     for (const auto& [n, h] : head_named) {
@@ -189,7 +149,7 @@ std::vector<std::pair<std::string, torch::Tensor>> TrainableModel::Parameters() 
 }
 
 MlmOutput TrainableModel::Mlm(const MlmBatch& batch, bool use_emd, bool training) const {
-  return MlmForward(*encoder_, *mlm_, sop_ ? &*sop_ : nullptr, batch, use_emd,
+  return MlmForward(*encoder_->deberta(), *mlm_, sop_ ? &*sop_ : nullptr, batch, use_emd,
                     training ? TrainingDropout() : Dropout{});
 }
 
@@ -276,7 +236,7 @@ torch::Tensor TrainableModel::Encode(const TokenBatch& batch, bool training) con
   input.attention_mask = from(batch.attention_mask);
   if (!batch.token_type_ids.empty() && config_.type_vocab_size > 0) input.token_type_ids = from(batch.token_type_ids);
   const Dropout dropout = training ? TrainingDropout() : Dropout{};
-  return albert_ ? albert_->Forward(input, dropout) : encoder_->Forward(input, nullptr, dropout);
+  return encoder_->Forward(input, dropout);
 }
 
 TrainableModel::Outputs TrainableModel::Forward(const TokenBatch& batch, bool training) const {
@@ -284,14 +244,11 @@ TrainableModel::Outputs TrainableModel::Forward(const TokenBatch& batch, bool tr
   torch::Tensor hidden = Encode(batch, training);
   if (classification_) {
     const auto& h = *classification_;
+    const HeadDropout p = training ? family_->head_dropout(config_) : HeadDropout{};
     torch::Tensor ctx = hidden.select(1, 0);
-    if (training && !albert_ && config_.pooler_dropout > 0) {
-      ctx = F::dropout(ctx, F::DropoutFuncOptions().p(config_.pooler_dropout).training(true));
-    }
+    if (p.pooler > 0) ctx = F::dropout(ctx, F::DropoutFuncOptions().p(p.pooler).training(true));
     torch::Tensor pooled = h.pooler_act(torch::linear(ctx, h.pooler.weight, h.pooler.bias));
-    const double cls_p = config_.albert ? config_.albert->classifier_dropout_prob
-                                        : config_.cls_dropout.value_or(config_.hidden_dropout_prob);
-    if (training && cls_p > 0) pooled = F::dropout(pooled, F::DropoutFuncOptions().p(cls_p).training(true));
+    if (p.classifier > 0) pooled = F::dropout(pooled, F::DropoutFuncOptions().p(p.classifier).training(true));
     out.logits = torch::linear(pooled, h.classifier.weight, h.classifier.bias);
   }
   if (qa_) std::tie(out.start, out.end) = qa_->Forward(hidden);

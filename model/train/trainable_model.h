@@ -1,8 +1,8 @@
 // An encoder + task head whose weights require grad: the training
-// counterpart of the served Network. The encoder is the config's family:
-// DeBERTa-v2/v3 (every task, MLM included) or Hugging Face ALBERT (classify,
-// rerank, answer; tensors under ALBERT's HF names). Forward in training mode
-// adds the dropout the config asks for (see Forward).
+// counterpart of the served Network, for the config's model family
+// (trainable_family.h: DeBERTa-v2/v3 for every task, MLM included; ALBERT
+// for classify, rerank and answer), tensors under that family's HF names.
+// Forward in training mode adds the dropout the config asks for.
 //
 // Not thread-safe: one training loop owns it.
 #pragma once
@@ -16,13 +16,13 @@
 #include <torch/types.h>
 
 #include "absl/status/statusor.h"
-#include "model/albert/albert_encoder.h"
 #include "model/checkpoint/model_config.h"
 #include "model/deberta/encoder.h"
 #include "model/deberta/model.h"
 #include "model/heads/heads.h"
 #include "model/tokenizer/tokenizer.h"
 #include "model/train/mlm.h"
+#include "model/train/trainable_family.h"
 
 namespace dserve {
 
@@ -45,11 +45,9 @@ class TrainableModel {
     torch::Tensor logits;       // [B, num_labels] (classify, rerank)
     torch::Tensor start, end;   // [B, L] (answer)
   };
-  // Runs encoder + head. With `training`: the encoder's dropout (see
-  // DebertaEncoder / AlbertEncoder::Forward), then as HF's heads do:
-  // DeBERTa: pooler_dropout before the pooler, cls_dropout (else
-  // hidden_dropout_prob) before the classifier; ALBERT:
-  // classifier_dropout_prob between pooler and classifier.
+  // Runs encoder + head. With `training`: the family's encoder dropout
+  // (hidden_dropout_prob, attention_probs_dropout_prob where its HF model
+  // applies them), then its head's (TrainableFamily::head_dropout).
   Outputs Forward(const TokenBatch& batch, bool training) const;
 
   // Masked-LM forward (DeBERTa mlm models): MlmForward with this model's heads.
@@ -86,8 +84,8 @@ class TrainableModel {
   torch::Tensor Encode(const TokenBatch& batch, bool training) const;
 
   ModelConfig config_;
-  std::unique_ptr<DebertaEncoder> encoder_;  // exactly one of encoder_ and albert_
-  std::unique_ptr<AlbertEncoder> albert_;
+  const TrainableFamily* family_ = nullptr;
+  std::unique_ptr<TrainableEncoder> encoder_;
   std::optional<ClassificationHead> classification_;
   std::optional<QaHead> qa_;
   std::optional<MlmHead> mlm_;

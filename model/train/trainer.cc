@@ -133,11 +133,7 @@ class Trainer {
   // Deletes what a killed run left of an unfinished save (OUT/last.tmp.*,
   // OUT/best.tmp.*) when the checkpoint it was replacing is in place.
   void RemoveStaleTemps() const;
-  absl::Status LoadSpmTokenizer();
-  // The HF architecture name of this family with `suffix` ("ForQuestionAnswering").
-  std::string Architecture(const char* suffix) const {
-    return absl::StrCat(config_.albert ? "Albert" : "DebertaV2", suffix);
-  }
+  absl::Status LoadTokenizerFile();  // tokenizer_src_: spm.model or tokenizer.json
   absl::Status CheckTokenizerAndLength();
   absl::Status FinishInterruptedSave();
   // The error that stops a run whose `what` became non-finite at this step.
@@ -152,6 +148,7 @@ class Trainer {
   std::shared_ptr<spdlog::logger> log_;
   std::unique_ptr<Communicator> comm_;
   Task task_ = Task::kNone;
+  const TrainableFamily* family_ = nullptr;  // config_'s (trainable_family.h)
   ModelConfig config_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::string tokenizer_src_;
@@ -297,28 +294,29 @@ absl::Status Trainer::LoadTokenizerAndConfig() {
   } else {
     ASSIGN_OR_RETURN(config_, ModelConfig::FromFile(o_.config_path));
   }
-  if (config_.albert) {
-    // ALBERT: its checkpoint's spiece.model with AlbertTokenizer's text
-    // rules (tokenizer_config.json), exactly as the server tokenizes it.
-    const char* why = !o_.tokenizer_path.empty() ? "--tokenizer"
-                      : o_.init_dir.empty()       ? "--config (training from scratch)"
-                      : task_ == Task::kMlm       ? "--task mlm"
-                                                  : nullptr;
-    if (why != nullptr) {
-      return absl::UnimplementedError(absl::StrCat(
-          "model_type \"albert\": ", why,
-          " is not supported for ALBERT; dserve train fine-tunes an ALBERT checkpoint (--init DIR with its "
-          "spiece.model) with --task classify, rerank or answer"));
-    }
+  ASSIGN_OR_RETURN(family_, TrainableFamilyOf(config_));
+  const char* unsupported = o_.init_dir.empty() && !family_->from_scratch           ? "--config (fresh weights)"
+                            : !o_.tokenizer_path.empty() && !family_->other_tokenizer ? "--tokenizer"
+                            : task_ == Task::kMlm && !family_->mlm                   ? "--task mlm"
+                                                                                     : nullptr;
+  if (unsupported != nullptr) {
+    return absl::UnimplementedError(absl::StrCat(
+        "model_type \"", config_.model_type, "\": ", unsupported,
+        " is not supported for this family; dserve train fine-tunes its checkpoints (--init DIR, with the "
+        "tokenizer and text rules found there) for --task classify, rerank or answer"));
+  }
+  if (!o_.tokenizer_path.empty()) {
+    tokenizer_src_ = o_.tokenizer_path;
+    RETURN_IF_ERROR(LoadTokenizerFile());
+  } else if (!o_.init_dir.empty()) {
+    // The checkpoint's tokenizer with its family's text rules, exactly as
+    // the server will tokenize for the model this run writes.
     ASSIGN_OR_RETURN(tokenizer_, LoadCheckpointTokenizer(o_.init_dir, config_));
-  } else {
-    if (!o_.tokenizer_path.empty()) tokenizer_src_ = o_.tokenizer_path;
-    RETURN_IF_ERROR(LoadSpmTokenizer());
   }
   return CheckTokenizerAndLength();
 }
 
-absl::Status Trainer::LoadSpmTokenizer() {
+absl::Status Trainer::LoadTokenizerFile() {
   if (fs::path(tokenizer_src_).filename() == "tokenizer.json") {
     ASSIGN_OR_RETURN(tokenizer_, Tokenizer::FromTokenizerJsonFile(tokenizer_src_));
   } else {
@@ -363,7 +361,7 @@ absl::Status Trainer::LoadData() {
       config_.id2label.clear();
       for (size_t i = 0; i < labels.size(); ++i) config_.id2label[static_cast<int64_t>(i)] = labels[i];
       config_.problem_type = multi ? "multi_label_classification" : "single_label_classification";
-      config_.architectures = {Architecture("ForSequenceClassification")};
+      config_.architectures = {family_->Architecture("ForSequenceClassification")};
       config_.dserve.task = Task::kClassify;
       ASSIGN_OR_RETURN(train_, BuildClassifyFeatures(classify_train_, *tokenizer_, labels, max_length_));
       break;
@@ -372,7 +370,7 @@ absl::Status Trainer::LoadData() {
       ASSIGN_OR_RETURN(squad_train_, ReadSquadJson(o_.train_path));
       if (has_eval_) { ASSIGN_OR_RETURN(squad_eval_, ReadSquadJson(o_.eval_path)); }
       init_head_compatible_ = config_.task() == Task::kAnswer;
-      config_.architectures = {Architecture("ForQuestionAnswering")};
+      config_.architectures = {family_->Architecture("ForQuestionAnswering")};
       config_.id2label.clear();
       config_.problem_type.clear();
       config_.dserve.task = Task::kAnswer;
@@ -383,7 +381,7 @@ absl::Status Trainer::LoadData() {
       ASSIGN_OR_RETURN(rerank_train_, ReadRerankJsonl(o_.train_path));
       if (has_eval_) { ASSIGN_OR_RETURN(rerank_eval_, ReadRerankJsonl(o_.eval_path)); }
       init_head_compatible_ = config_.task() == Task::kRerank && config_.num_labels() == 1;
-      config_.architectures = {Architecture("ForSequenceClassification")};
+      config_.architectures = {family_->Architecture("ForSequenceClassification")};
       config_.id2label = {{0, "LABEL_0"}};
       config_.problem_type.clear();
       config_.dserve.task = Task::kRerank;
@@ -401,7 +399,7 @@ absl::Status Trainer::LoadData() {
       ASSIGN_OR_RETURN(mlm_train_, ReadMlmExamples(o_.train_path, *tokenizer_, max_length_, sop_, o_.seed));
       if (has_eval_) { ASSIGN_OR_RETURN(mlm_eval_, ReadMlmExamples(o_.eval_path, *tokenizer_, max_length_, sop_, o_.seed + 1)); }
       init_head_compatible_ = true;  // MlmHead::Load initialises what is missing
-      config_.architectures = {Architecture("ForMaskedLM")};
+      config_.architectures = {family_->Architecture("ForMaskedLM")};
       config_.id2label.clear();
       config_.problem_type.clear();
       config_.dserve.task = Task::kMlm;

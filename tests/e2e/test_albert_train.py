@@ -192,6 +192,23 @@ class AlbertFineTuneTest(unittest.TestCase):
                 if task != "rerank":
                     self.assertGreater(moved, 1e-2, "the weights moved away from the --init checkpoint's")
 
+    def test_what_the_family_does_not_train_is_refused_by_name(self):
+        data = os.path.join(self.folder, "classify.jsonl")
+        cases = {"--task mlm": ["--task", "mlm", "--init", self.init["classify"]],
+                 "--tokenizer": ["--task", "classify", "--init", self.init["classify"], "--tokenizer",
+                                 os.path.join(self.init["classify"], "spiece.model")],
+                 "--config (fresh weights)": ["--task", "classify", "--config",
+                                              os.path.join(self.init["classify"], "config.json"), "--tokenizer",
+                                              os.path.join(self.init["classify"], "spiece.model")]}
+        for option, args in cases.items():
+            with self.subTest(option=option):
+                out = os.path.join(self.folder, "refused")
+                result = subprocess.run([e2e.BIN, "train", "--train", data, "--out", out] + args, capture_output=True,
+                                        text=True, timeout=60)
+                self.assertEqual(result.returncode, 2, result.stderr)
+                self.assertIn('model_type "albert": %s is not supported' % option, result.stderr)
+                self.assertFalse(os.path.exists(os.path.join(out, "best")))
+
     def test_served_beside_the_init_models(self):
         dirs = {"tuned": self.out["classify"], "tuned_qa": self.best("answer"), "tuned_rerank": self.best("rerank")}
         server = e2e.ServerProcess(dirs, ["--workers", "1"], name="albert-tuned").start()

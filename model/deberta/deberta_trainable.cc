@@ -1,0 +1,83 @@
+// DeBERTa-v2/v3's part of training (model/train/trainable_family.h):
+// DebertaEncoder without precomputed weights, ContextPooler + classifier,
+// every task including masked-LM pretraining with the EMD.
+#include <torch/torch.h>
+
+#include "model/deberta/encoder.h"
+#include "model/train/mlm.h"
+#include "model/train/trainable_family.h"
+#include "model/util/status_macros.h"
+
+namespace dserve {
+namespace {
+
+constexpr char kPositionTable[] = "deberta.embeddings.position_embeddings.weight";
+
+class DebertaTrainable final : public TrainableEncoder {
+ public:
+  DebertaTrainable(const ModelConfig& config, std::unique_ptr<DebertaEncoder> encoder)
+      : config_(config), encoder_(std::move(encoder)) {}
+
+  torch::Tensor Forward(const EncoderInput& input, const Dropout& dropout) const override {
+    return encoder_->Forward(input, nullptr, dropout);
+  }
+
+  std::vector<std::pair<std::string, torch::Tensor>> Named(bool for_checkpoint) const override {
+    auto named = encoder_->weights().Named(config_);
+    // The EMD of an MLM model reads the absolute position table: kept.
+    if (!for_checkpoint || config_.position_biased_input || config_.task() == Task::kMlm) return named;
+    std::vector<std::pair<std::string, torch::Tensor>> kept;
+    for (auto& p : named) {
+      if (p.first != kPositionTable) kept.push_back(std::move(p));
+    }
+    return kept;
+  }
+
+  const DebertaEncoder* deberta() const override { return encoder_.get(); }
+
+ private:
+  ModelConfig config_;
+  std::unique_ptr<DebertaEncoder> encoder_;
+};
+
+absl::StatusOr<std::unique_ptr<TrainableEncoder>> Make(const ModelConfig& config, EncoderWeights weights) {
+  ASSIGN_OR_RETURN(auto encoder, DebertaEncoder::Create(config, std::move(weights), DebertaEncoder::Options{false}));
+  return std::unique_ptr<TrainableEncoder>(new DebertaTrainable(config, std::move(encoder)));
+}
+
+absl::StatusOr<std::unique_ptr<TrainableEncoder>> Init(const ModelConfig& config) {
+  return Make(config, EncoderWeights::Init(config, torch::kFloat, torch::kCPU));
+}
+
+absl::StatusOr<std::unique_ptr<TrainableEncoder>> Load(const ModelConfig& config, WeightStore& store,
+                                                       bool* initialised) {
+  ASSIGN_OR_RETURN(EncoderWeights weights, EncoderWeights::Load(config, store));
+  OwnStorage(weights.Named(config));
+  if (config.task() == Task::kMlm && !config.position_biased_input && InitEmdPositionsIfMissing(config, &weights)) {
+    *initialised = true;
+  }
+  return Make(config, std::move(weights));
+}
+
+HeadDropout DebertaHeadDropout(const ModelConfig& config) {
+  // ContextPooler's dropout, then cls_dropout (else hidden_dropout_prob).
+  return {config.pooler_dropout, config.cls_dropout.value_or(config.hidden_dropout_prob)};
+}
+
+}  // namespace
+
+const TrainableFamily& DebertaTrainableFamily() {
+  static const TrainableFamily family{"deberta-v2",
+                                      "DebertaV2",
+                                      /*mlm=*/true,
+                                      /*from_scratch=*/true,
+                                      /*other_tokenizer=*/true,
+                                      &Init,
+                                      &Load,
+                                      &ClassificationHead::Load,
+                                      &ClassificationHead::Init,
+                                      &DebertaHeadDropout};
+  return family;
+}
+
+}  // namespace dserve

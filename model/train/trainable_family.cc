@@ -1,0 +1,27 @@
+#include "model/train/trainable_family.h"
+
+#include <torch/torch.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace dserve {
+
+absl::StatusOr<const TrainableFamily*> TrainableFamilyOf(const ModelConfig& config) {
+  // One line per family (a third one is one more folder and one more line).
+  const TrainableFamily* families[] = {&DebertaTrainableFamily(), &AlbertTrainableFamily()};
+  std::vector<std::string> known;
+  for (const TrainableFamily* family : families) {
+    if (config.model_type == family->model_type) return family;
+    known.push_back(family->model_type);
+  }
+  return absl::InvalidArgumentError(absl::StrCat("config.json: model_type \"", config.model_type,
+                                                 "\" has no trainable model family (known: ",
+                                                 absl::StrJoin(known, ", "), ")"));
+}
+
+void OwnStorage(const std::vector<std::pair<std::string, torch::Tensor>>& named) {
+  for (const auto& [name, t] : named) t.set_data(t.clone());
+}
+
+}  // namespace dserve

@@ -1,0 +1,89 @@
+// The piece of a model family that training needs (DESIGN §7, the training
+// side of model/family/network.h): an encoder whose weights require grad and
+// the family's sequence-classification head, under its Hugging Face names.
+// TrainableModel and the trainer never ask which family it is; each family's
+// part lives in its own folder (model/deberta/deberta_trainable.cc,
+// model/albert/albert_trainable.cc) and is one line in the registry of
+// trainable_family.cc, keyed by config.json's model_type.
+//
+// Not thread-safe: one training loop owns an encoder.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "absl/status/statusor.h"
+#include "model/checkpoint/model_config.h"
+#include "model/deberta/encoder.h"
+#include "model/heads/heads.h"
+
+namespace dserve {
+
+class WeightStore;
+
+class TrainableEncoder {
+ public:
+  virtual ~TrainableEncoder() = default;
+  // last_hidden_state [B, L, H], with the dropout the family's HF model
+  // applies in training (`dropout` all zero: eval).
+  virtual torch::Tensor Forward(const EncoderInput& input, const Dropout& dropout) const = 0;
+  // Every encoder tensor by its HF name, in HF's state_dict order. With
+  // `for_checkpoint`, only those HF's model has (DeBERTa without
+  // position_biased_input: no absolute position table, unless MLM's EMD
+  // reads it).
+  virtual std::vector<std::pair<std::string, torch::Tensor>> Named(bool for_checkpoint) const = 0;
+  // The DeBERTa encoder, for masked-LM training (the EMD runs its last
+  // layer); nullptr in a family without MLM training (TrainableFamily::mlm).
+  virtual const DebertaEncoder* deberta() const { return nullptr; }
+};
+
+// Dropout probabilities of the family's sequence-classification head in
+// training: on the [CLS] state before the pooler, and before the classifier.
+struct HeadDropout {
+  double pooler = 0;
+  double classifier = 0;
+};
+
+struct TrainableFamily {
+  const char* model_type;
+  const char* architecture_prefix;  // HF class names: prefix + "ForSequenceClassification", ...
+  // What the family supports beyond fine-tuning a checkpoint of its own
+  // (classify, rerank, answer from --init): masked-LM pretraining (--task
+  // mlm), training from --config (fresh weights), a tokenizer other than
+  // its checkpoint's (--tokenizer).
+  bool mlm;
+  bool from_scratch;
+  bool other_tokenizer;
+  // Fresh weights as HF's _init_weights draws them (torch's default
+  // generator); only when from_scratch.
+  absl::StatusOr<std::unique_ptr<TrainableEncoder>> (*init)(const ModelConfig& config);
+  // From `store` (float32 CPU tensors, cloned: updates touch no other
+  // object's storage). `*initialised` is set when a tensor the task needs
+  // was missing and drawn fresh (DeBERTa MLM: the EMD's position table).
+  absl::StatusOr<std::unique_ptr<TrainableEncoder>> (*load)(const ModelConfig& config, WeightStore& store,
+                                                             bool* initialised);
+  absl::StatusOr<ClassificationHead> (*load_classification)(const ModelConfig& config, WeightStore& store);
+  absl::StatusOr<ClassificationHead> (*init_classification)(const ModelConfig& config, torch::ScalarType dtype,
+                                                            const torch::Device& device);
+  HeadDropout (*head_dropout)(const ModelConfig& config);
+
+  // "AlbertForQuestionAnswering" for "ForQuestionAnswering".
+  std::string Architecture(const char* suffix) const { return std::string(architecture_prefix) + suffix; }
+};
+
+// `config`'s family; InvalidArgument naming the model_type when no family
+// trains it.
+absl::StatusOr<const TrainableFamily*> TrainableFamilyOf(const ModelConfig& config);
+
+// The families' entries (defined in their folders).
+const TrainableFamily& DebertaTrainableFamily();
+const TrainableFamily& AlbertTrainableFamily();
+
+// Makes every tensor of `named` its own storage (a clone).
+void OwnStorage(const std::vector<std::pair<std::string, torch::Tensor>>& named);
+
+}  // namespace dserve
