@@ -236,7 +236,7 @@ ModelMetrics::ModelMetrics(Metrics* m, const std::string& model, const std::stri
       no_answer_(task == "answer" ? &m->no_answer_->Add({{"model", model}}) : nullptr) {
   // Every reason at 0 from the start, so rate() and alerts see the series.
   for (RejectReason reason : {RejectReason::kQueueFull, RejectReason::kDeadline, RejectReason::kCancelled,
-                              RejectReason::kDraining}) {
+                              RejectReason::kDraining, RejectReason::kInvalid}) {
     m->rejected_->Add({{"model", model}, {"reason", RejectReasonName(reason)}});
   }
 }

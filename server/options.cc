@@ -68,9 +68,11 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
       ->capture_default_str();
   app->add_option("--max-batch-size", o->max_batch_size, "items per batch")->capture_default_str();
   app->add_option("--max-batch-tokens", o->max_batch_tokens, "padded tokens per batch")->capture_default_str();
-  app->add_option("--max-queue-delay-us", o->max_queue_delay_us, "longest wait of the oldest item, microseconds")
+  app->add_option("--max-queue-delay-us", o->max_queue_delay_us, "an idle worker waits this long, microseconds, for a batch to fill (size or tokens) before it takes "
+                  "what is there; 0 = at once")
       ->capture_default_str();
-  app->add_option("--max-queue-items", o->max_queue_items, "queued items per model before RESOURCE_EXHAUSTED")
+  app->add_option("--max-queue-items", o->max_queue_items, "queued items per model: requests are refused (RESOURCE_EXHAUSTED) while this many wait; a "
+                  "request with more items is INVALID_ARGUMENT")
       ->capture_default_str();
   app->add_option("--packing", o->packing, "length-aware packing (true|false)")->capture_default_str();
   app->add_option("--max-padding-ratio", o->max_padding_ratio,

@@ -42,8 +42,15 @@ struct ServeOptions {
   // Batching (see server/batching/batch_policy.h for the trade-offs).
   int64_t max_batch_size = 32;         // items per batch
   int64_t max_batch_tokens = 8192;     // padded tokens per batch
-  int64_t max_queue_delay_us = 2000;   // oldest item's wait before a batch goes, microseconds
-  int64_t max_queue_items = 1024;      // bounded queue; beyond -> RESOURCE_EXHAUSTED
+  // How long an idle worker lets the oldest item wait for companions before
+  // a batch smaller than the size/token limits goes, microseconds (Triton's
+  // max_queue_delay_microseconds). Default 0: dispatch at once (lowest
+  // latency; on CPU fuller batches buy little, docs/operations.md).
+  int64_t max_queue_delay_us = 0;
+  // Bounded queue: a request is admitted while fewer items are queued
+  // (whatever its size); when full -> RESOURCE_EXHAUSTED; a request with
+  // more items than this -> INVALID_ARGUMENT (it could never be admitted).
+  int64_t max_queue_items = 1024;
   bool packing = true;                 // length-aware packing
   double max_padding_ratio = 1.15;     // packed batches: padded <= ratio x real tokens; 0 = no bound
   // Graceful drain on SIGTERM/SIGINT: in-flight calls get this long, seconds. Default 30.

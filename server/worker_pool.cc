@@ -70,10 +70,18 @@ void WorkerPool::WaitWhileHeld() const {
 
 void WorkerPool::RunBatch(ItemScheduler::BatchType& batch) {
   const absl::Time formed = absl::Now();
+  // Cancelled, expired or failed-request items since the batch formed are
+  // completed here and not computed; the others are run.
+  batch.DropStale();
+  std::vector<size_t> live;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (!batch.completed(i)) live.push_back(i);
+  }
+  if (live.empty()) return;
   std::vector<std::vector<int64_t>> ids, types;
   bool any_types = false;
-  for (size_t i = 0; i < batch.size(); ++i) any_types |= !batch.payload(i).type_ids.empty();
-  for (size_t i = 0; i < batch.size(); ++i) {
+  for (size_t i : live) any_types |= !batch.payload(i).type_ids.empty();
+  for (size_t i : live) {
     ItemInput& in = batch.payload(i);
     ids.push_back(std::move(in.ids));
     if (any_types) {
@@ -85,22 +93,23 @@ void WorkerPool::RunBatch(ItemScheduler::BatchType& batch) {
   absl::StatusOr<HeadOutputs> out = model_->Run(tokens);
   const absl::Duration inference = absl::Now() - started;
   if (!out.ok()) {
-    Logger("server")->error("model {}: forward of {} items failed: {}", model_->directory(), batch.size(),
+    Logger("server")->error("model {}: forward of {} items failed: {}", model_->directory(), live.size(),
                             out.status().ToString());
     batch.FailAll(absl::InternalError(absl::StrCat("forward failed: ", out.status().message())));
     return;
   }
   if (metrics_) metrics_->OnInference(inference);
   const HeadOutputs& o = *out;
-  for (size_t i = 0; i < batch.size(); ++i) {
+  for (size_t row = 0; row < live.size(); ++row) {
+    const size_t i = live[row];
     ItemOutput item;
-    const size_t n = ids[i].size();
+    const size_t n = ids[row].size();
     if (!o.logits.empty()) {
-      item.logits.assign(o.logits.begin() + i * o.num_labels, o.logits.begin() + (i + 1) * o.num_labels);
+      item.logits.assign(o.logits.begin() + row * o.num_labels, o.logits.begin() + (row + 1) * o.num_labels);
     }
     if (!o.start_logits.empty()) {
-      item.start_logits.assign(o.start_logits.begin() + i * o.length, o.start_logits.begin() + i * o.length + n);
-      item.end_logits.assign(o.end_logits.begin() + i * o.length, o.end_logits.begin() + i * o.length + n);
+      item.start_logits.assign(o.start_logits.begin() + row * o.length, o.start_logits.begin() + row * o.length + n);
+      item.end_logits.assign(o.end_logits.begin() + row * o.length, o.end_logits.begin() + row * o.length + n);
     }
     item.queue_wait = formed - batch.enqueue_time(i);
     item.inference = inference;

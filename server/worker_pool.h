@@ -54,7 +54,8 @@ class WorkerPool {
 
   // All-or-nothing enqueue of one request's items (never blocks).
   absl::Status Submit(std::vector<ItemTask> tasks) { return scheduler_->EnqueueAll(std::move(tasks)); }
-  // Re-run the batching decision (after a cancel flag was set).
+  // Drops cancelled queued items now and re-runs the batching decision
+  // (call after a cancel flag was set).
   void Wake() { scheduler_->Wake(); }
   // Stops taking work; with `drain`, queued and running items finish first
   // (up to `timeout`). Joins the workers. Idempotent.

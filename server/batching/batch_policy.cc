@@ -185,7 +185,7 @@ const char* BatchTriggerName(BatchTrigger trigger) {
 
 BatchDecision DecideBatch(const BatchPolicyOptions& options,
                           const std::vector<QueuedItemInfo>& items,
-                          absl::Time now, bool worker_idle, bool flush) {
+                          absl::Time now, bool flush) {
   BatchDecision decision;
   std::vector<size_t> live;
   live.reserve(items.size());
@@ -215,10 +215,10 @@ BatchDecision DecideBatch(const BatchPolicyOptions& options,
     trigger = BatchTrigger::kSize;
   } else if (sel.token_bound || padded >= options.max_batch_tokens) {
     trigger = BatchTrigger::kTokens;
+  } else if (options.max_queue_delay == absl::ZeroDuration()) {
+    trigger = BatchTrigger::kIdleWorker;
   } else if (now >= delay_expiry) {
     trigger = BatchTrigger::kDelay;
-  } else if (worker_idle && options.dispatch_when_worker_idle) {
-    trigger = BatchTrigger::kIdleWorker;
   } else if (flush) {
     trigger = BatchTrigger::kFlush;
   }

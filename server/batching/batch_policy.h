@@ -1,21 +1,23 @@
 // BatchPolicy: the pure "decide" step of dynamic batching.
 //
-// Given the queue (oldest first), the time and whether a worker is waiting
-// for work, DecideBatch() says which items expired (drop them with
-// DEADLINE_EXCEEDED, never compute them) and either which items form the
-// next batch or until when to wait before deciding again. It has no state,
-// no clock and no threads, so every rule is unit-tested with plain values.
+// Given the queue (oldest first) and the time, DecideBatch() says which
+// items expired (drop them with DEADLINE_EXCEEDED, never compute them) and
+// either which items form the next batch or until when to wait before
+// deciding again. It is asked by an idle worker (the scheduler decides only
+// when a worker wants a batch). It has no state, no clock and no threads, so
+// every rule is unit-tested with plain values.
 //
-// Rules (first match wins, after dropping the expired items):
+// Rules (first match wins, after dropping the expired items), Triton's
+// dynamic batcher semantics for max_queue_delay:
 //   kSize        the ready window holds max_batch_size items;
 //   kTokens      the padded-token budget stops the batch from growing
 //                (items are left behind that the budget did not admit);
-//   kDelay       the oldest item has waited max_queue_delay;
-//   kIdleWorker  a worker is idle and dispatch_when_worker_idle is on:
-//                take what is there now;
+//   kIdleWorker  max_queue_delay is 0: the idle worker takes what is there;
+//   kDelay       the oldest item has waited max_queue_delay (> 0);
 //   kFlush       `flush` (the scheduler is draining): take what is there.
-// Otherwise the decision is to wait until the oldest item's delay expires or
-// the earliest deadline passes, whichever comes first.
+// Otherwise (max_queue_delay > 0 and none of the above) the decision is to
+// wait until the oldest item's delay expires or the earliest deadline passes,
+// whichever comes first: an idle worker waits for companions.
 //
 // `items` must be in queue order (oldest first); the first live item is "the
 // oldest".
@@ -47,9 +49,14 @@ struct BatchPolicyOptions {
   // Padded tokens per batch (items x longest item). Bounds activation memory
   // and the cost of one forward pass. Default 8192 = 32 items x 256 tokens.
   int64_t max_batch_tokens = 8192;
-  // How long the oldest item may wait for companions before the batch goes.
-  // Default 2 ms: small against a forward pass, large against an RPC gap.
-  absl::Duration max_queue_delay = absl::Milliseconds(2);
+  // How long an idle worker lets the oldest item wait for companions
+  // before the batch goes (unless size or tokens end the wait first).
+  // Default 0: dispatch at once, the lowest latency; under load the workers
+  // are busy and batches fill while they compute, and on a CPU a fuller
+  // batch buys little throughput (docs/operations.md). A few ms helps a GPU
+  // at moderate load, where one pass costs about the same for 1 item as
+  // for 32.
+  absl::Duration max_queue_delay = absl::ZeroDuration();
   // Length-aware packing inside the ready window. Default on: it cuts padding
   // on mixed-length traffic at no cost for uniform traffic.
   bool packing = true;
@@ -65,11 +72,6 @@ struct BatchPolicyOptions {
   // per token (measured: docs/performance.md, row 7). 0 = no bound (the
   // largest batches the other limits allow).
   double max_padding_ratio = 1.15;
-  // Form a batch as soon as a worker is idle, even before any other trigger
-  // (DESIGN: "or a worker is idle"). Default on: lowest latency; under load
-  // the workers are busy and batches fill up while they compute. Off: an
-  // idle worker still waits for size / tokens / delay.
-  bool dispatch_when_worker_idle = true;
 };
 
 // Returns INVALID_ARGUMENT naming the field when an option is out of range.
@@ -87,7 +89,7 @@ enum class BatchTrigger {
   kSize,
   kTokens,
   kDelay,
-  kIdleWorker,
+  kIdleWorker,  // max_queue_delay 0: an idle worker took what was there
   kFlush,
 };
 const char* BatchTriggerName(BatchTrigger trigger);
@@ -108,11 +110,12 @@ struct BatchDecision {
   int64_t real_tokens = 0;
 };
 
-// The pure decide function. `items` is the queue, oldest first. An item whose
-// deadline equals `now` counts as expired (it cannot be met, and a waiter
-// woken exactly at the deadline must make progress).
+// The pure decide function, asked by an idle worker. `items` is the queue,
+// oldest first. An item whose deadline equals `now` counts as expired (it
+// cannot be met, and a waiter woken exactly at the deadline must make
+// progress).
 BatchDecision DecideBatch(const BatchPolicyOptions& options,
                           const std::vector<QueuedItemInfo>& items,
-                          absl::Time now, bool worker_idle, bool flush = false);
+                          absl::Time now, bool flush = false);
 
 }  // namespace dserve

@@ -16,10 +16,12 @@ namespace dserve {
 // Why an item did not reach a worker. Names are the `reason` label values.
 enum class RejectReason {
   kQueueFull,  // "queue_full": Enqueue found the bounded queue full
-  kDeadline,   // "deadline": expired at Enqueue or while queued
-  kCancelled,  // "cancelled": cancelled at Enqueue or while queued
+  kDeadline,   // "deadline": expired at Enqueue, while queued or before compute
+  kCancelled,  // "cancelled": cancelled at Enqueue, while queued or before
+               // compute, or dropped because another item of its request failed
   kDraining,   // "draining": Enqueue after Shutdown, or dropped by Shutdown
-  kInvalid,    // "invalid": Enqueue with num_tokens < 1 (a caller bug)
+  kInvalid,    // "invalid": Enqueue of a request with more items than
+               // max_queue_items (it can never fit), or num_tokens < 1 (a bug)
 };
 const char* RejectReasonName(RejectReason reason);
 

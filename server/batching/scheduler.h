@@ -26,7 +26,8 @@
 //   if (!s.ok()) finish the call with s;  // no `done` was or will be called
 //   // worker thread:
 //   while (auto batch = scheduler->NextBatch()) {
-//     pad every item to batch->longest_tokens(), run the model, then
+//     batch->DropStale();  // cancelled / expired since the batch formed
+//     pad the items not completed(i), run the model, then
 //     batch->Complete(i, logits_i) for each i (or batch->FailAll(status));
 //   }
 //   // shutdown: scheduler->Shutdown(/*drain=*/true, drain_timeout); join the
@@ -35,7 +36,9 @@
 // Completion guarantee: every task accepted by Enqueue/EnqueueAll has its
 // `done` called exactly once: by the worker through Batch::Complete/FailAll;
 // with DEADLINE_EXCEEDED when it expired in the queue (never computed); with
-// CANCELLED when its flag was set while queued; with UNAVAILABLE when the
+// CANCELLED when its flag was set while queued, or when another task of the
+// same EnqueueAll call failed first (Batch::DropStale() applies both rules to
+// a formed batch just before compute); with UNAVAILABLE when the
 // scheduler shut down (without drain, or after the drain timeout) before it
 // ran; with INTERNAL when a worker destroyed a Batch without completing it.
 // `done` runs on whichever thread completes it (worker, Enqueue caller,
@@ -88,7 +91,11 @@ class TypedWorkItem final : public WorkItem {
   bool Finish(absl::StatusOr<Result> result) {
     if (completed_) return false;
     completed_ = true;
+    const bool failed = !result.ok();
     if (task_.done) task_.done(std::move(result));
+    // After `done`, so the caller sees this item's error before any
+    // sibling's CANCELLED.
+    if (failed) MarkRequestFailed();
     return true;
   }
   bool completed() const { return completed_; }
@@ -120,8 +127,27 @@ class Batch {
   absl::Time enqueue_time(size_t i) const {
     return core_.items[i]->enqueue_time();
   }
-  // Cancelled after the batch was formed; the worker may skip its output.
+  // Cancelled after the batch was formed; DropStale() completes such items.
   bool IsCancelled(size_t i) const { return core_.items[i]->IsCancelled(); }
+  // Item `i` has been completed (by Complete, FailAll or DropStale).
+  bool completed(size_t i) const { return item(i)->completed(); }
+
+  // Call just before compute: completes the items no longer wanted since
+  // the batch was formed (cancelled: CANCELLED; deadline passed:
+  // DEADLINE_EXCEEDED; another item of their request failed: CANCELLED),
+  // counting them as rejections, so the worker computes only the others
+  // (those with !completed(i)). Returns how many it completed.
+  size_t DropStale() {
+    size_t dropped = 0;
+    for (size_t i = 0; i < size(); ++i) {
+      if (completed(i)) continue;
+      absl::Status stale = core_.core->StaleStatus(*core_.items[i]);
+      if (stale.ok()) continue;
+      Complete(i, std::move(stale));
+      ++dropped;
+    }
+    return dropped;
+  }
 
   // The length every item is padded to, and the batch's token counts.
   int64_t longest_tokens() const { return core_.longest_tokens; }
@@ -181,7 +207,8 @@ class Scheduler {
     tasks.push_back(std::move(task));
     return EnqueueAll(std::move(tasks));
   }
-  // All-or-nothing, so a request's items are queued together or not at all.
+  // All-or-nothing, so a request's items are queued together or not at all;
+  // once one of them fails, the others are dropped before compute.
   absl::Status EnqueueAll(std::vector<TaskType> tasks) {
     std::vector<std::unique_ptr<WorkItem>> items;
     items.reserve(tasks.size());

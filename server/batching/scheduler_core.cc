@@ -14,6 +14,31 @@ namespace {
 // the deadline, which starts when the call arrives, a few ms later.
 constexpr absl::Duration kCancelNearDeadline = absl::Milliseconds(50);
 
+// Why an item waiting for compute is no longer wanted at `now`.
+enum class Staleness { kLive, kExpired, kCancelled, kRequestFailed };
+
+Staleness Classify(const WorkItem& item, absl::Time now) {
+  // Deadline first: gRPC cancels a call whose deadline passed, and such an
+  // item is counted as expired ("deadline"), not "cancelled".
+  if (item.deadline() <= now ||
+      (item.IsCancelled() && item.deadline() <= now + kCancelNearDeadline)) {
+    return Staleness::kExpired;
+  }
+  if (item.IsCancelled()) return Staleness::kCancelled;
+  if (item.RequestFailed()) return Staleness::kRequestFailed;
+  return Staleness::kLive;
+}
+
+absl::Status ExpiredStatus() {
+  return absl::DeadlineExceededError(
+      "deadline passed while queued; dropped before compute");
+}
+
+absl::Status RequestFailedStatus() {
+  return absl::CancelledError(
+      "another item of the same request failed; dropped before compute");
+}
+
 }  // namespace
 
 const char* RejectReasonName(RejectReason reason) {
@@ -104,6 +129,13 @@ absl::Status SchedulerCore::Enqueue(ItemList items) {
           absl::StrCat("num_tokens must be >= 1, got ", item->num_tokens()));
     }
   }
+  if (status.ok() && n > options_.max_queue_items) {
+    // Refusing it as "queue full" would make clients retry it forever.
+    status = absl::InvalidArgumentError(absl::StrCat(
+        "request needs ", n, " items, more than the queue of model '",
+        options_.name, "' can ever hold (max_queue_items=",
+        options_.max_queue_items, "); split it into smaller requests"));
+  }
   if (status.ok()) {
     absl::MutexLock lock(&mu_);
     const absl::Time now = clock_->Now();
@@ -126,16 +158,21 @@ absl::Status SchedulerCore::Enqueue(ItemList items) {
       reason = RejectReason::kCancelled;
     } else {
       // Stale items must not hold slots that a live request needs.
-      if (queue_.size() + items.size() > max) PurgeLocked(now, &drops);
-      if (queue_.size() + items.size() > max) {
+      if (queue_.size() >= max) PurgeLocked(now, &drops);
+      // Room for one more item admits the whole request, so a big request
+      // is refused under the same condition as a small one (fair admission;
+      // the queue holds at most 2 x max - 1 items).
+      if (queue_.size() >= max) {
         status = absl::ResourceExhaustedError(absl::StrCat(
             "queue full for model '", options_.name, "': ", queue_.size(),
-            " items queued, max_queue_items=", options_.max_queue_items,
-            ", request needs ", n));
+            " items queued, max_queue_items=", options_.max_queue_items));
         reason = RejectReason::kQueueFull;
       } else {
+        std::shared_ptr<std::atomic<bool>> request_failed;
+        if (n > 1) request_failed = std::make_shared<std::atomic<bool>>(false);
         for (auto& item : items) {
           item->enqueue_time_ = now;
+          item->request_failed_ = request_failed;
           queue_.push_back(std::move(item));
         }
         ++version_;
@@ -183,8 +220,7 @@ std::optional<CoreBatch> SchedulerCore::NextBatch() {
               {item->num_tokens(), item->enqueue_time(), item->deadline()});
         }
         const BatchDecision decision =
-            DecideBatch(options_.policy, infos, now, /*worker_idle=*/true,
-                        /*flush=*/stopped_);
+            DecideBatch(options_.policy, infos, now, /*flush=*/stopped_);
         if (!decision.batch.empty()) {
           batch.emplace();
           batch->trigger = decision.trigger;
@@ -201,6 +237,7 @@ std::optional<CoreBatch> SchedulerCore::NextBatch() {
           const auto size = static_cast<int64_t>(batch->items.size());
           inflight_items_ += size;
           batch->token = InflightToken(shared_from_this(), size);
+          batch->core = shared_from_this();
           ReportDepthLocked();
           break;
         }
@@ -263,8 +300,30 @@ absl::Status SchedulerCore::Shutdown(bool drain, absl::Duration timeout) {
 }
 
 void SchedulerCore::Wake() {
-  absl::MutexLock lock(&mu_);
-  ++version_;
+  Drops drops;
+  {
+    absl::MutexLock lock(&mu_);
+    PurgeLocked(clock_->Now(), &drops);
+    ++version_;
+  }
+  FailDrops(std::move(drops));
+}
+
+absl::Status SchedulerCore::StaleStatus(const WorkItem& item) {
+  switch (Classify(item, clock_->Now())) {
+    case Staleness::kLive:
+      return absl::OkStatus();
+    case Staleness::kExpired:
+      Reject(RejectReason::kDeadline, 1);
+      return ExpiredStatus();
+    case Staleness::kCancelled:
+      Reject(RejectReason::kCancelled, 1);
+      return absl::CancelledError("call cancelled before compute");
+    case Staleness::kRequestFailed:
+      Reject(RejectReason::kCancelled, 1);
+      return RequestFailedStatus();
+  }
+  return absl::OkStatus();
 }
 
 int64_t SchedulerCore::queue_depth() const {
@@ -285,15 +344,20 @@ void SchedulerCore::ReleaseInflight(int64_t items) {
 void SchedulerCore::PurgeLocked(absl::Time now, Drops* drops) {
   bool removed = false;
   for (auto& item : queue_) {
-    // Deadline first: gRPC cancels a call whose deadline passed, and such an
-    // item is counted as expired ("deadline"), not "cancelled".
-    if (item->deadline() <= now || (item->IsCancelled() && item->deadline() <= now + kCancelNearDeadline)) {
-      drops->expired.push_back(std::move(item));
-      removed = true;
-    } else if (item->IsCancelled()) {
-      drops->cancelled.push_back(std::move(item));
-      removed = true;
+    switch (Classify(*item, now)) {
+      case Staleness::kLive:
+        continue;
+      case Staleness::kExpired:
+        drops->expired.push_back(std::move(item));
+        break;
+      case Staleness::kCancelled:
+        drops->cancelled.push_back(std::move(item));
+        break;
+      case Staleness::kRequestFailed:
+        drops->request_failed.push_back(std::move(item));
+        break;
     }
+    removed = true;
   }
   if (!removed) return;
   queue_.erase(std::remove(queue_.begin(), queue_.end(), nullptr),
@@ -316,12 +380,11 @@ void SchedulerCore::ReportDepthLocked() {
 }
 
 void SchedulerCore::FailDrops(Drops drops) {
-  FailAll(std::move(drops.expired),
-          absl::DeadlineExceededError(
-              "deadline passed while queued; dropped before compute"),
-          RejectReason::kDeadline);
+  FailAll(std::move(drops.expired), ExpiredStatus(), RejectReason::kDeadline);
   FailAll(std::move(drops.cancelled),
           absl::CancelledError("call cancelled while queued"),
+          RejectReason::kCancelled);
+  FailAll(std::move(drops.request_failed), RequestFailedStatus(),
           RejectReason::kCancelled);
 }
 

@@ -31,9 +31,15 @@ using CancelFlag = std::shared_ptr<const std::atomic<bool>>;
 
 struct SchedulerOptions {
   BatchPolicyOptions policy;
-  // Items the queue holds (--max-queue-items). Enqueue beyond it fails with
-  // RESOURCE_EXHAUSTED instead of blocking. Default 1024: ~30 full batches,
-  // seconds of work at most, so a full queue means "overloaded", not "busy".
+  // Items the queue holds (--max-queue-items). A request is admitted while
+  // fewer than this many items are queued, whatever its own size (all its
+  // items go in, so the queue may hold up to 2 x max_queue_items - 1): a big
+  // request is refused under the same condition as a small one, and a
+  // stream of small requests cannot starve it. When the queue is full,
+  // Enqueue fails with RESOURCE_EXHAUSTED instead of blocking; a request with
+  // more items than this can never be admitted (INVALID_ARGUMENT). Default
+  // 1024: ~30 full batches, seconds of work at most, so a full queue means
+  // "overloaded", not "busy".
   int64_t max_queue_items = 1024;
   // Not owned; must outlive the scheduler. Null = Clock::Real().
   Clock* clock = nullptr;
@@ -70,6 +76,22 @@ class WorkItem {
   bool IsCancelled() const {
     return cancelled_ != nullptr && cancelled_->load(std::memory_order_acquire);
   }
+  // Another item of the same request (one Enqueue call) failed: the request
+  // has failed, so this item need not be computed.
+  bool RequestFailed() const {
+    return request_failed_ != nullptr &&
+           request_failed_->load(std::memory_order_acquire);
+  }
+
+ protected:
+  // Subclasses call this after completing the item with an error: its
+  // siblings still queued are then dropped at the next decision, and those in
+  // a formed batch before compute.
+  void MarkRequestFailed() {
+    if (request_failed_ != nullptr) {
+      request_failed_->store(true, std::memory_order_release);
+    }
+  }
 
  private:
   friend class SchedulerCore;
@@ -77,6 +99,8 @@ class WorkItem {
   const absl::Time deadline_;
   const CancelFlag cancelled_;
   absl::Time enqueue_time_;
+  // Shared by the items of one Enqueue call of two or more items.
+  std::shared_ptr<std::atomic<bool>> request_failed_;
 };
 
 class SchedulerCore;
@@ -102,6 +126,8 @@ class InflightToken {
 // (failing any not completed) before the token tells drain they are done.
 struct CoreBatch {
   InflightToken token;
+  // The scheduler that formed it (for StaleStatus before compute).
+  std::shared_ptr<SchedulerCore> core;
   std::vector<std::unique_ptr<WorkItem>> items;  // queue order
   int64_t longest_tokens = 0;  // the length every item is padded to
   int64_t padded_tokens = 0;
@@ -116,11 +142,16 @@ class SchedulerCore : public std::enable_shared_from_this<SchedulerCore> {
       SchedulerOptions options);
   ~SchedulerCore();
 
-  // All-or-nothing; never blocks. On error no item is queued and no item's
-  // callback is called (Discard()). Errors: INVALID_ARGUMENT (num_tokens <
-  // 1), UNAVAILABLE (shut down), DEADLINE_EXCEEDED / CANCELLED (an item
-  // already expired / cancelled), RESOURCE_EXHAUSTED (queue full; cancelled
-  // and expired items are purged first so they never hold a slot).
+  // One request's items, all-or-nothing; never blocks. On error no item is
+  // queued and no item's callback is called (Discard()). Admitted while
+  // fewer than max_queue_items items are queued, whatever the request's size
+  // (see SchedulerOptions::max_queue_items). Once one of its items fails,
+  // the others still waiting are dropped (CANCELLED) before compute. Errors:
+  // INVALID_ARGUMENT (num_tokens < 1, or more items than max_queue_items:
+  // it can never be admitted), UNAVAILABLE (shut down), DEADLINE_EXCEEDED /
+  // CANCELLED (an item already expired / cancelled), RESOURCE_EXHAUSTED
+  // (queue full; cancelled and expired items are purged first so they never
+  // hold a slot).
   absl::Status Enqueue(std::vector<std::unique_ptr<WorkItem>> items);
 
   // Blocks until a batch is formed (the caller counts as an idle worker) or
@@ -137,9 +168,16 @@ class SchedulerCore : public std::enable_shared_from_this<SchedulerCore> {
   // drain=false cuts a running drain short.
   absl::Status Shutdown(bool drain, absl::Duration timeout);
 
-  // Makes waiting workers decide again now (e.g. after setting cancel flags,
-  // so cancelled items free their slots at once).
+  // Drops the queued items that are cancelled (or expired, or whose request
+  // failed) now, on the calling thread, and makes waiting workers decide
+  // again: call after setting cancel flags, so cancelled items free their
+  // slots at once even when every worker is busy.
   void Wake();
+
+  // For an item of a formed batch, just before compute: OK when it is still
+  // wanted; otherwise the status to complete it with (DEADLINE_EXCEEDED,
+  // CANCELLED), counted as a rejection (reason "deadline" / "cancelled").
+  absl::Status StaleStatus(const WorkItem& item);
 
   int64_t queue_depth() const;
   int64_t inflight_items() const;
@@ -152,12 +190,16 @@ class SchedulerCore : public std::enable_shared_from_this<SchedulerCore> {
   struct Drops {
     ItemList expired;
     ItemList cancelled;
-    bool empty() const { return expired.empty() && cancelled.empty(); }
+    ItemList request_failed;
+    bool empty() const {
+      return expired.empty() && cancelled.empty() && request_failed.empty();
+    }
   };
 
   explicit SchedulerCore(SchedulerOptions options);
   void ReleaseInflight(int64_t items);
-  // Moves cancelled (and, at `now`, expired) items out of the queue.
+  // Moves cancelled (and, at `now`, expired) items and those whose request
+  // failed out of the queue.
   void PurgeLocked(absl::Time now, Drops* drops)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   ItemList TakeAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

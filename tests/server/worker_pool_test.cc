@@ -8,10 +8,12 @@
 #include "server/worker_pool.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -254,7 +256,6 @@ TEST(WorkerPoolTest, AnswerLogitsAreCutToEachItemsLength) {
   options.threads_per_worker = 1;
   options.scheduler.policy.max_batch_size = 16;
   options.scheduler.policy.max_queue_delay = absl::Milliseconds(20);
-  options.scheduler.policy.dispatch_when_worker_idle = false;
   ASSERT_TRUE(f.Start("qa_c2p_only", "answer", options));
 
   std::mt19937 rng(11);
@@ -363,7 +364,7 @@ TEST(WorkerPoolTest, ShutdownWithDrainWhileSubmittingLosesNothing) {
 // Items whose deadline passes while queued are completed with
 // DEADLINE_EXCEEDED and never reach the model; live items submitted beside
 // them by the same threads are computed. Batches only form after 2 s here
-// (no dispatch to idle workers), long after the 50 ms deadlines.
+// (the queue delay), long after the 50 ms deadlines.
 TEST(WorkerPoolTest, DeadlineExpiredItemsAreDroppedBeforeCompute) {
   Fixture f;
   WorkerPoolOptions options;
@@ -372,7 +373,6 @@ TEST(WorkerPoolTest, DeadlineExpiredItemsAreDroppedBeforeCompute) {
   options.scheduler.policy.max_batch_size = 256;
   options.scheduler.policy.max_batch_tokens = 1 << 20;
   options.scheduler.policy.max_queue_delay = absl::Seconds(2);
-  options.scheduler.policy.dispatch_when_worker_idle = false;
   ASSERT_TRUE(f.Start("cls_factorized", "classify", options));
 
   constexpr int kThreads = 4, kPerThread = 5;  // per thread: 5 live + 5 expiring
@@ -438,7 +438,6 @@ TEST(WorkerPoolTest, CancelledAndShutDownItemsAreCompletedWithTheirCodes) {
   options.threads_per_worker = 1;
   options.scheduler.policy.max_batch_size = 256;
   options.scheduler.policy.max_queue_delay = absl::Seconds(30);  // nothing forms a batch
-  options.scheduler.policy.dispatch_when_worker_idle = false;
   ASSERT_TRUE(f.Start("cls_factorized", "classify", options));
 
   constexpr int kThreads = 4, kPerThread = 6;
@@ -487,6 +486,45 @@ TEST(WorkerPoolTest, CancelledAndShutDownItemsAreCompletedWithTheirCodes) {
   EXPECT_EQ(f.Metric("dserve_rejected_total", {{"reason", "cancelled"}}), cancelled);
   EXPECT_EQ(f.Metric("dserve_rejected_total", {{"reason", "draining"}}), kThreads * kPerThread - cancelled);
   EXPECT_EQ(f.Metric("dserve_batch_size_count"), 0);
+}
+
+// Issue 16, defect 8: a batch whose items are cancelled after it was formed
+// (here while the test hook holds the worker) is not computed: the items end
+// CANCELLED, counted as such, and no forward pass runs.
+TEST(WorkerPoolTest, ItemsCancelledAfterTheBatchFormedAreNotComputed) {
+  const std::string hold = absl::StrCat(testing::TempDir(), "/worker_pool_hold_", getpid());
+  std::ofstream(hold).close();
+  Fixture f;
+  WorkerPoolOptions options;
+  options.workers = 1;
+  options.threads_per_worker = 1;
+  options.scheduler.policy.max_batch_size = 4;
+  options.test_hold_file = hold;
+  ASSERT_TRUE(f.Start("cls_factorized", "classify", options));
+  Results results;
+  auto flag = std::make_shared<std::atomic<bool>>(false);
+  std::vector<ItemTask> tasks;
+  for (int i = 0; i < 4; ++i) {
+    tasks.push_back(Task({kCls, 30 + i, 31, kSep}, results.Callback(i)));
+    tasks.back().cancelled = flag;
+  }
+  ASSERT_TRUE(f.pool->Submit(std::move(tasks)).ok());
+  // The worker has taken all four (one batch) and holds them.
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (f.Metric("dserve_batch_size_count") < 1 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_EQ(f.Metric("dserve_batch_size_sum"), 4);
+  ASSERT_EQ(f.pool->queue_depth(), 0);
+  flag->store(true, std::memory_order_release);  // the client cancels
+  f.pool->Wake();
+  std::remove(hold.c_str());
+  ASSERT_TRUE(results.WaitFor(4));
+  for (int i = 0; i < 4; ++i) {
+    auto got = results.Of(i);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].status().code(), absl::StatusCode::kCancelled) << "item " << i << ": " << got[0].status();
+  }
+  EXPECT_EQ(f.Metric("dserve_inference_duration_seconds_count"), 0) << "the cancelled batch was computed";
+  EXPECT_EQ(f.Metric("dserve_rejected_total", {{"reason", "cancelled"}}), 4);
 }
 
 // A forward that fails (an id past the vocabulary) fails every item of its

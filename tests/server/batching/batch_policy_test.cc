@@ -37,6 +37,15 @@ BatchPolicyOptions Options(int64_t size, int64_t tokens, bool packing) {
   return options;
 }
 
+// As asked by an idle worker with max_queue_delay 0: what is there goes at
+// once (the selection rules, without waiting).
+BatchDecision DecideIdle(BatchPolicyOptions options,
+                         const std::vector<QueuedItemInfo>& items,
+                         absl::Time now) {
+  options.max_queue_delay = absl::ZeroDuration();
+  return DecideBatch(options, items, now);
+}
+
 class BatchPolicyTest : public ::testing::TestWithParam<bool> {
  protected:
   bool packing() const { return GetParam(); }
@@ -46,7 +55,7 @@ TEST_P(BatchPolicyTest, SizeTriggerFormsFullBatch) {
   const auto options = Options(4, 1 << 20, packing());
   std::vector<QueuedItemInfo> items(5, Item(16));
   const BatchDecision d =
-      DecideBatch(options, items, kT0, /*worker_idle=*/false);
+      DecideBatch(options, items, kT0);
   EXPECT_EQ(d.trigger, BatchTrigger::kSize);
   EXPECT_THAT(d.batch, ElementsAre(0, 1, 2, 3));
   EXPECT_EQ(d.padded_tokens, 64);
@@ -58,17 +67,16 @@ TEST_P(BatchPolicyTest, FewerThanSizeWaitsForOldestDelay) {
   const auto options = Options(4, 1 << 20, packing());
   std::vector<QueuedItemInfo> items = {Item(16, kT0),
                                        Item(16, kT0 + absl::Milliseconds(3))};
-  BatchDecision d = DecideBatch(options, items, kT0 + absl::Milliseconds(4),
-                                /*worker_idle=*/false);
+  BatchDecision d = DecideBatch(options, items, kT0 + absl::Milliseconds(4));
   EXPECT_EQ(d.trigger, BatchTrigger::kNone);
   EXPECT_THAT(d.batch, IsEmpty());
   EXPECT_EQ(d.wait_until, kT0 + absl::Milliseconds(10));  // oldest + delay
 
   // Just before: still waiting; at oldest + delay: the delay trigger.
   d = DecideBatch(options, items,
-                  kT0 + absl::Milliseconds(10) - absl::Nanoseconds(1), false);
+                  kT0 + absl::Milliseconds(10) - absl::Nanoseconds(1));
   EXPECT_THAT(d.batch, IsEmpty());
-  d = DecideBatch(options, items, kT0 + absl::Milliseconds(10), false);
+  d = DecideBatch(options, items, kT0 + absl::Milliseconds(10));
   EXPECT_EQ(d.trigger, BatchTrigger::kDelay);
   EXPECT_THAT(d.batch, ElementsAre(0, 1));
 }
@@ -77,7 +85,7 @@ TEST_P(BatchPolicyTest, TokenBudgetTrigger) {
   // 3 x 30 = 90 fits 100; a fourth item would pad to 120.
   const auto options = Options(32, 100, packing());
   std::vector<QueuedItemInfo> items(4, Item(30));
-  const BatchDecision d = DecideBatch(options, items, kT0, false);
+  const BatchDecision d = DecideBatch(options, items, kT0);
   EXPECT_EQ(d.trigger, BatchTrigger::kTokens);
   EXPECT_THAT(d.batch, ElementsAre(0, 1, 2));
   EXPECT_EQ(d.padded_tokens, 90);
@@ -87,35 +95,34 @@ TEST_P(BatchPolicyTest, TokenBudgetTrigger) {
 TEST_P(BatchPolicyTest, TokenBudgetReachedExactly) {
   const auto options = Options(32, 100, packing());
   std::vector<QueuedItemInfo> items = {Item(50), Item(40)};
-  const BatchDecision d = DecideBatch(options, items, kT0, false);
+  const BatchDecision d = DecideBatch(options, items, kT0);
   EXPECT_EQ(d.trigger, BatchTrigger::kTokens);
   EXPECT_THAT(d.batch, ElementsAre(0, 1));
   EXPECT_EQ(d.padded_tokens, 100);
   EXPECT_EQ(d.real_tokens, 90);
 }
 
-TEST_P(BatchPolicyTest, IdleWorkerTakesWhatIsThere) {
-  auto options = Options(32, 1 << 20, packing());
+// Issue 16, defect 1 (Triton's max_queue_delay): with a delay, an idle
+// worker waits for companions; with 0 it takes what is there at once.
+TEST_P(BatchPolicyTest, IdleWorkerWaitsForTheDelayUnlessItIsZero) {
+  auto options = Options(32, 1 << 20, packing());  // delay 10 ms
   std::vector<QueuedItemInfo> items = {Item(7)};
-  BatchDecision d = DecideBatch(options, items, kT0, /*worker_idle=*/true);
-  EXPECT_EQ(d.trigger, BatchTrigger::kIdleWorker);
-  EXPECT_THAT(d.batch, ElementsAre(0));
-
-  d = DecideBatch(options, items, kT0, /*worker_idle=*/false);
-  EXPECT_THAT(d.batch, IsEmpty());
-
-  options.dispatch_when_worker_idle = false;
-  d = DecideBatch(options, items, kT0, /*worker_idle=*/true);
+  BatchDecision d = DecideBatch(options, items, kT0);
+  EXPECT_EQ(d.trigger, BatchTrigger::kNone);
   EXPECT_THAT(d.batch, IsEmpty());
   EXPECT_EQ(d.wait_until, kT0 + absl::Milliseconds(10));
+
+  options.max_queue_delay = absl::ZeroDuration();
+  d = DecideBatch(options, items, kT0);
+  EXPECT_EQ(d.trigger, BatchTrigger::kIdleWorker);
+  EXPECT_THAT(d.batch, ElementsAre(0));
 }
 
 TEST_P(BatchPolicyTest, FlushTakesWhatIsThere) {
   auto options = Options(32, 1 << 20, packing());
-  options.dispatch_when_worker_idle = false;
   std::vector<QueuedItemInfo> items = {Item(7), Item(9)};
   const BatchDecision d =
-      DecideBatch(options, items, kT0, /*worker_idle=*/true, /*flush=*/true);
+      DecideBatch(options, items, kT0, /*flush=*/true);
   EXPECT_EQ(d.trigger, BatchTrigger::kFlush);
   EXPECT_THAT(d.batch, ElementsAre(0, 1));
 }
@@ -127,8 +134,7 @@ TEST_P(BatchPolicyTest, ExpiredItemsAreDroppedNotBatched) {
       Item(10, kT0, kT0 + absl::Milliseconds(1)),  // expired
       Item(10, kT0, now),                          // expires exactly now
       Item(10, kT0, now + absl::Seconds(1)), Item(10, kT0)};
-  const BatchDecision d =
-      DecideBatch(options, items, now, /*worker_idle=*/true);
+  const BatchDecision d = DecideIdle(options, items, now);
   EXPECT_THAT(d.expired, ElementsAre(0, 1));
   EXPECT_THAT(d.batch, ElementsAre(2, 3));
 }
@@ -136,7 +142,7 @@ TEST_P(BatchPolicyTest, ExpiredItemsAreDroppedNotBatched) {
 TEST_P(BatchPolicyTest, AllExpiredNothingToWaitFor) {
   const auto options = Options(32, 1 << 20, packing());
   std::vector<QueuedItemInfo> items = {Item(10, kT0, kT0)};
-  const BatchDecision d = DecideBatch(options, items, kT0, true);
+  const BatchDecision d = DecideIdle(options, items, kT0);
   EXPECT_THAT(d.expired, ElementsAre(0));
   EXPECT_THAT(d.batch, IsEmpty());
   EXPECT_EQ(d.wait_until, absl::InfiniteFuture());
@@ -146,14 +152,13 @@ TEST_P(BatchPolicyTest, WaitsUntilEarliestDeadlineWhenBeforeDelay) {
   const auto options = Options(32, 1 << 20, packing());
   std::vector<QueuedItemInfo> items = {
       Item(10, kT0), Item(10, kT0, kT0 + absl::Milliseconds(3))};
-  const BatchDecision d = DecideBatch(options, items, kT0, false);
+  const BatchDecision d = DecideBatch(options, items, kT0);
   EXPECT_THAT(d.batch, IsEmpty());
   EXPECT_EQ(d.wait_until, kT0 + absl::Milliseconds(3));
 }
 
 TEST_P(BatchPolicyTest, EmptyQueueWaitsForever) {
-  const BatchDecision d =
-      DecideBatch(Options(4, 100, packing()), {}, kT0, true);
+  const BatchDecision d = DecideIdle(Options(4, 100, packing()), {}, kT0);
   EXPECT_THAT(d.batch, IsEmpty());
   EXPECT_EQ(d.wait_until, absl::InfiniteFuture());
 }
@@ -161,18 +166,18 @@ TEST_P(BatchPolicyTest, EmptyQueueWaitsForever) {
 TEST_P(BatchPolicyTest, OversizeItemGoesAlone) {
   const auto options = Options(32, 100, packing());
   std::vector<QueuedItemInfo> items = {Item(500), Item(10), Item(10)};
-  BatchDecision d = DecideBatch(options, items, kT0, false);
+  BatchDecision d = DecideBatch(options, items, kT0);
   EXPECT_EQ(d.trigger, BatchTrigger::kTokens);
   EXPECT_THAT(d.batch, ElementsAre(0));
   EXPECT_EQ(d.padded_tokens, 500);
 
   // Alone in the queue it still goes at once: the budget is already reached.
-  d = DecideBatch(options, {Item(500)}, kT0, false);
+  d = DecideBatch(options, {Item(500)}, kT0);
   EXPECT_THAT(d.batch, ElementsAre(0));
 
   // When it is not the oldest it never joins a batch of others: packing
   // skips it, FIFO stops in front of it.
-  d = DecideBatch(options, {Item(10), Item(500), Item(10)}, kT0, true);
+  d = DecideIdle(options, {Item(10), Item(500), Item(10)}, kT0);
   if (packing()) {
     EXPECT_THAT(d.batch, ElementsAre(0, 2));
   } else {
@@ -188,7 +193,7 @@ INSTANTIATE_TEST_SUITE_P(PackingOnOff, BatchPolicyTest, ::testing::Bool(),
 TEST(BatchPolicyFifoTest, KeepsQueueOrderAndStopsAtFirstMisfit) {
   const auto options = Options(32, 100, /*packing=*/false);
   std::vector<QueuedItemInfo> items = {Item(10), Item(90), Item(10)};
-  const BatchDecision d = DecideBatch(options, items, kT0, true);
+  const BatchDecision d = DecideIdle(options, items, kT0);
   EXPECT_THAT(d.batch, ElementsAre(0));  // 2 x 90 > 100: FIFO stops
 }
 
@@ -197,7 +202,7 @@ TEST(BatchPolicyPackingTest, GroupsSimilarLengthsAroundOldest) {
   // Oldest is 100 long; the two closest lengths are 98 and 103.
   std::vector<QueuedItemInfo> items = {Item(100), Item(10),  Item(98),
                                        Item(250), Item(103), Item(12)};
-  const BatchDecision d = DecideBatch(options, items, kT0, false);
+  const BatchDecision d = DecideBatch(options, items, kT0);
   EXPECT_EQ(d.trigger, BatchTrigger::kSize);
   EXPECT_THAT(d.batch, ElementsAre(0, 2, 4));
   EXPECT_EQ(d.padded_tokens, 3 * 103);
@@ -210,7 +215,7 @@ TEST(BatchPolicyPackingTest, OldestAlwaysIncluded) {
   const auto options = Options(8, 1000, /*packing=*/true);
   std::vector<QueuedItemInfo> items = {Item(400)};
   for (int i = 0; i < 20; ++i) items.push_back(Item(10));
-  const BatchDecision d = DecideBatch(options, items, kT0, true);
+  const BatchDecision d = DecideIdle(options, items, kT0);
   ASSERT_FALSE(d.batch.empty());
   EXPECT_EQ(d.batch.front(), 0u);
   EXPECT_LE(d.padded_tokens, 1000);
@@ -223,7 +228,7 @@ TEST(BatchPolicyPackingTest, BudgetPicksMoreShortItems) {
   const auto options = Options(32, 100, /*packing=*/true);
   std::vector<QueuedItemInfo> items = {Item(20), Item(50), Item(18), Item(19),
                                        Item(20), Item(17), Item(50)};
-  const BatchDecision d = DecideBatch(options, items, kT0, false);
+  const BatchDecision d = DecideBatch(options, items, kT0);
   EXPECT_EQ(d.trigger, BatchTrigger::kTokens);
   EXPECT_THAT(d.batch, ElementsAre(0, 2, 3, 4, 5));
   EXPECT_EQ(d.padded_tokens, 100);
@@ -234,10 +239,10 @@ TEST(BatchPolicyPackingTest, WindowLimitsCandidates) {
   options.packing_window_items = 2;
   // The perfect partner (index 2) lies outside the 2-item window.
   std::vector<QueuedItemInfo> items = {Item(100), Item(10), Item(100)};
-  BatchDecision d = DecideBatch(options, items, kT0, false);
+  BatchDecision d = DecideBatch(options, items, kT0);
   EXPECT_THAT(d.batch, ElementsAre(0, 1));
   options.packing_window_items = 0;
-  d = DecideBatch(options, items, kT0, false);
+  d = DecideBatch(options, items, kT0);
   EXPECT_THAT(d.batch, ElementsAre(0, 2));
 }
 
@@ -269,7 +274,7 @@ PaddingResult SimulateMixedLoad(bool packing, int depth, int batches) {
     std::vector<QueuedItemInfo> infos;
     for (const auto& q : queue) infos.push_back(q.info);
     const BatchDecision d =
-        DecideBatch(options, infos, kT0, /*worker_idle=*/true);
+        DecideIdle(options, infos, kT0);
     EXPECT_FALSE(d.batch.empty());
     EXPECT_EQ(d.batch.front(), 0u);  // the oldest always goes
     EXPECT_LE(d.padded_tokens, options.max_batch_tokens);
@@ -308,26 +313,26 @@ TEST(BatchPolicyPackingTest, PaddingBoundLeavesMisfitsForTheNextBatch) {
   // Oldest is 100: the 10s would make 5 x 100 = 500 padded for 320 real.
   std::vector<QueuedItemInfo> items = {Item(100), Item(10), Item(10),
                                        Item(105), Item(98)};
-  BatchDecision d = DecideBatch(options, items, kT0, /*worker_idle=*/true);
+  BatchDecision d = DecideIdle(options, items, kT0);
   EXPECT_EQ(d.trigger, BatchTrigger::kIdleWorker);
   EXPECT_THAT(d.batch, ElementsAre(0, 3, 4));
   EXPECT_EQ(d.padded_tokens, 3 * 105);
   EXPECT_EQ(d.real_tokens, 303);
-  // Left-out items are not a token-budget trigger: without an idle worker
-  // the batch waits for companions until the oldest's delay.
-  d = DecideBatch(options, items, kT0, /*worker_idle=*/false);
+  // Left-out items are not a token-budget trigger: with a queue delay the
+  // batch waits for companions until the oldest's delay.
+  d = DecideBatch(options, items, kT0);
   EXPECT_EQ(d.trigger, BatchTrigger::kNone);
   EXPECT_EQ(d.wait_until, kT0 + absl::Milliseconds(10));
   // No bound: everything goes together.
   options.max_padding_ratio = 0;
-  d = DecideBatch(options, items, kT0, /*worker_idle=*/true);
+  d = DecideIdle(options, items, kT0);
 }
 
 TEST(BatchPolicyPackingTest, ShortOldestAmongLongOnesGoesAlone) {
   auto options = Options(32, 1 << 20, /*packing=*/true);
   options.max_padding_ratio = 1.15;
   const std::vector<QueuedItemInfo> items = {Item(10), Item(200), Item(210)};
-  const BatchDecision d = DecideBatch(options, items, kT0, true);
+  const BatchDecision d = DecideIdle(options, items, kT0);
   EXPECT_THAT(d.batch, ElementsAre(0));
   EXPECT_EQ(d.padded_tokens, 10);
 }
@@ -363,7 +368,7 @@ TEST(BatchPolicyPackingTest, PaddingBoundMatchesBruteForce) {
         if (admissible(r - l + 1, sorted[r], real)) most = std::max<int64_t>(most, r - l + 1);
       }
     }
-    const BatchDecision d = DecideBatch(options, items, kT0, true);
+    const BatchDecision d = DecideIdle(options, items, kT0);
     ASSERT_FALSE(d.batch.empty());
     EXPECT_EQ(d.batch.front(), 0u);
     const auto count = static_cast<int64_t>(d.batch.size());
@@ -396,7 +401,7 @@ TEST(BatchPolicyPackingTest, PaddingBoundHoldsOnAShallowQueue) {
     for (int b = 0; b < 2000; ++b) {
       while (queue.size() < 32) queue.push_back(Item(length(rng)));
       const std::vector<QueuedItemInfo> infos(queue.begin(), queue.end());
-      const BatchDecision d = DecideBatch(options, infos, kT0, true);
+      const BatchDecision d = DecideIdle(options, infos, kT0);
       ASSERT_FALSE(d.batch.empty());
       padded[which] += d.padded_tokens;
       real[which] += d.real_tokens;

@@ -168,7 +168,7 @@ TEST_F(SchedulerTest, BoundedQueueRejectsWhenFullAndAcceptsAfterBatch) {
   SchedulerOptions options = Options();
   options.max_queue_items = 4;
   options.policy.max_batch_size = 2;
-  Outcomes out(8);
+  Outcomes out(9);
   auto scheduler = Make(options);
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(scheduler->Enqueue(out.Make(i)).ok());
   EXPECT_EQ(scheduler->queue_depth(), 4);
@@ -180,32 +180,92 @@ TEST_F(SchedulerTest, BoundedQueueRejectsWhenFullAndAcceptsAfterBatch) {
   EXPECT_EQ(out.calls(4), 0);  // rejected tasks are never completed
   EXPECT_EQ(observer_->rejected("queue_full"), 1);
 
-  // All-or-nothing: two items do not fit after one batch of two is taken
-  // plus one more enqueued, and nothing of the request is queued.
-  auto batch = scheduler->NextBatch();  // idle worker: takes 2 (max size)
+  // A batch taken makes room again.
+  auto batch = scheduler->NextBatch();  // size trigger: takes 2
   ASSERT_TRUE(batch.has_value());
   EXPECT_EQ(batch->size(), 2u);
   EXPECT_EQ(scheduler->queue_depth(), 2);
   EXPECT_EQ(scheduler->inflight_items(), 2);
   ASSERT_TRUE(scheduler->Enqueue(out.Make(5)).ok());
+  ASSERT_TRUE(scheduler->Enqueue(out.Make(6)).ok());
+  // All-or-nothing: a request refused when full queues none of its items.
   std::vector<IntTask> two;
-  two.push_back(out.Make(6));
   two.push_back(out.Make(7));
+  two.push_back(out.Make(8));
   EXPECT_EQ(scheduler->EnqueueAll(std::move(two)).code(),
             absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(scheduler->queue_depth(), 3);
+  EXPECT_EQ(scheduler->queue_depth(), 4);
   EXPECT_EQ(observer_->rejected("queue_full"), 3);
   CompleteAll(*batch);
   EXPECT_EQ(scheduler->inflight_items(), 0);
   EXPECT_EQ(out.calls(0), 1);
   EXPECT_EQ(out.value(0), 0);
   EXPECT_EQ(out.value(1), 2);
-  EXPECT_EQ(out.calls(6) + out.calls(7), 0);
+  EXPECT_EQ(out.calls(7) + out.calls(8), 0);
   scheduler->Shutdown(/*drain=*/false, absl::ZeroDuration()).IgnoreError();
-  for (int id : {2, 3, 5}) {
+  for (int id : {2, 3, 5, 6}) {
     EXPECT_EQ(out.calls(id), 1);
     EXPECT_EQ(out.code(id), absl::StatusCode::kUnavailable);
   }
+}
+
+// Issue 16, defect 3: a request is admitted whenever the queue has room for
+// one more item, whatever its size, so a big request is refused under the
+// same condition as a small one and is not starved by a stream of small ones
+// keeping the queue nearly full. Its items then go in arrival order.
+TEST_F(SchedulerTest, BigRequestIsAdmittedWheneverTheQueueHasRoom) {
+  SchedulerOptions options = Options();
+  options.max_queue_items = 4;
+  options.policy.max_batch_size = 2;
+  options.policy.packing = false;
+  Outcomes out(9);
+  auto scheduler = Make(options);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(scheduler->Enqueue(out.Make(i)).ok());
+  std::vector<IntTask> big;
+  for (int i = 3; i < 7; ++i) big.push_back(out.Make(i));
+  absl::Status s = scheduler->EnqueueAll(std::move(big));
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(scheduler->queue_depth(), 7);
+  // Now full (7 >= 4): the next request waits for room like any other.
+  absl::Status full = scheduler->Enqueue(out.Make(7));
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+  EXPECT_THAT(std::string(full.message()), HasSubstr("max_queue_items=4"));
+  std::vector<int> order;
+  for (int b = 0; b < 3; ++b) {
+    auto batch = scheduler->NextBatch();
+    ASSERT_TRUE(batch.has_value());
+    for (size_t i = 0; i < batch->size(); ++i) order.push_back(batch->payload(i));
+    CompleteAll(*batch);
+  }
+  // Room again (1 queued): a small request is admitted after the big one.
+  ASSERT_TRUE(scheduler->Enqueue(out.Make(8)).ok());
+  auto last = scheduler->NextBatch();
+  ASSERT_TRUE(last.has_value());
+  for (size_t i = 0; i < last->size(); ++i) order.push_back(last->payload(i));
+  CompleteAll(*last);
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 8}));
+  for (int id : {0, 1, 2, 3, 4, 5, 6, 8}) EXPECT_EQ(out.code(id), absl::StatusCode::kOk) << id;
+  EXPECT_EQ(out.calls(7), 0);
+}
+
+// Issue 16, defect 3: a request with more items than the queue can ever hold
+// is INVALID_ARGUMENT naming the limit (RESOURCE_EXHAUSTED made clients retry
+// it forever).
+TEST_F(SchedulerTest, RequestLargerThanTheQueueIsInvalid) {
+  SchedulerOptions options = Options();
+  options.max_queue_items = 4;
+  Outcomes out(5);
+  auto scheduler = Make(options);
+  std::vector<IntTask> huge;
+  for (int i = 0; i < 5; ++i) huge.push_back(out.Make(i));
+  absl::Status s = scheduler->EnqueueAll(std::move(huge));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("max_queue_items=4"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("5 items"));
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(out.calls(i), 0);
+  EXPECT_EQ(observer_->rejected("invalid"), 5);
+  EXPECT_EQ(observer_->rejected("queue_full"), 0);
+  EXPECT_EQ(scheduler->queue_depth(), 0);
 }
 
 TEST_F(SchedulerTest, EnqueueRejectsInvalidExpiredAndCancelled) {
@@ -231,6 +291,7 @@ TEST_F(SchedulerTest, EveryItemCompletedExactlyOnceUnderConcurrency) {
   options.max_queue_items = 64;
   options.policy.max_batch_size = 16;
   options.policy.max_batch_tokens = 16 * 64;
+  options.policy.max_queue_delay = absl::ZeroDuration();  // idle worker: at once
   auto scheduler = Make(options);
   constexpr int kProducers = 4;
   constexpr int kPerProducer = 2500;
@@ -283,6 +344,7 @@ TEST_F(SchedulerTest, EveryItemCompletedExactlyOnceUnderConcurrency) {
 TEST_F(SchedulerTest, CancelledItemsFreeTheirSlots) {
   SchedulerOptions options = Options();
   options.max_queue_items = 2;
+  options.policy.max_queue_delay = absl::ZeroDuration();  // idle worker: at once
   Outcomes out(4);
   auto scheduler = Make(options);
   auto flag = std::make_shared<std::atomic<bool>>(false);
@@ -314,11 +376,74 @@ TEST_F(SchedulerTest, CancelledItemsFreeTheirSlots) {
   EXPECT_EQ(out.code(2), absl::StatusCode::kOk);
 }
 
+// Issue 16, defect 8: once an item of a request fails, its siblings still
+// queued are dropped (CANCELLED) before compute; other requests are not.
+TEST_F(SchedulerTest, FailedItemDropsItsQueuedSiblings) {
+  SchedulerOptions options = Options();
+  options.policy.max_batch_size = 1;
+  Outcomes out(4);
+  auto scheduler = Make(options);
+  std::vector<IntTask> request;
+  for (int i = 0; i < 3; ++i) request.push_back(out.Make(i));
+  ASSERT_TRUE(scheduler->EnqueueAll(std::move(request)).ok());
+  ASSERT_TRUE(scheduler->Enqueue(out.Make(3)).ok());  // another request
+  auto first = scheduler->NextBatch();  // size trigger: item 0
+  ASSERT_TRUE(first.has_value());
+  ASSERT_EQ(first->payload(0), 0);
+  EXPECT_TRUE(first->Complete(0, absl::InternalError("forward failed")));
+  auto next = scheduler->NextBatch();
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->payload(0), 3) << "a sibling of the failed item was batched";
+  CompleteAll(*next);
+  EXPECT_EQ(out.code(0), absl::StatusCode::kInternal);
+  for (int id : {1, 2}) {
+    EXPECT_EQ(out.calls(id), 1) << id;
+    EXPECT_EQ(out.code(id), absl::StatusCode::kCancelled) << id;
+  }
+  EXPECT_EQ(out.code(3), absl::StatusCode::kOk);
+  EXPECT_EQ(observer_->rejected("cancelled"), 2);
+  EXPECT_EQ(observer_->items(), 2);  // items 0 and 3 were batched, no other
+  EXPECT_EQ(scheduler->queue_depth(), 0);
+}
+
+// Batch::DropStale, just before compute: items cancelled, expired or whose
+// request failed since the batch formed are completed and not computed.
+TEST_F(SchedulerTest, DropStaleCompletesWhatIsNoLongerWanted) {
+  SchedulerOptions options = Options();
+  options.policy.max_queue_delay = absl::ZeroDuration();
+  Outcomes out(5);
+  auto scheduler = Make(options);
+  auto flag = std::make_shared<std::atomic<bool>>(false);
+  ASSERT_TRUE(scheduler->Enqueue(out.Make(0, 10, absl::InfiniteFuture(), flag)).ok());
+  ASSERT_TRUE(scheduler->Enqueue(out.Make(1, 10, clock_.Now() + absl::Seconds(1))).ok());
+  std::vector<IntTask> request;  // items 2 and 3: one request
+  request.push_back(out.Make(2));
+  request.push_back(out.Make(3));
+  ASSERT_TRUE(scheduler->EnqueueAll(std::move(request)).ok());
+  ASSERT_TRUE(scheduler->Enqueue(out.Make(4)).ok());
+  auto batch = scheduler->NextBatch();
+  ASSERT_TRUE(batch.has_value());
+  ASSERT_EQ(batch->size(), 5u);
+  flag->store(true);                   // item 0: the client cancels
+  clock_.Advance(absl::Seconds(1));    // item 1: its deadline passes
+  EXPECT_TRUE(batch->Complete(2, absl::InternalError("bad input")));  // item 3's request failed
+  EXPECT_EQ(batch->DropStale(), 3u);
+  EXPECT_EQ(out.code(0), absl::StatusCode::kCancelled);
+  EXPECT_EQ(out.code(1), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(out.code(3), absl::StatusCode::kCancelled);
+  EXPECT_FALSE(batch->completed(4));
+  EXPECT_TRUE(batch->Complete(4, 8));
+  EXPECT_EQ(out.value(4), 8);
+  EXPECT_EQ(observer_->rejected("cancelled"), 2);
+  EXPECT_EQ(observer_->rejected("deadline"), 1);
+  EXPECT_EQ(scheduler->inflight_items(), 0);
+  for (int id = 0; id < 5; ++id) EXPECT_EQ(out.calls(id), 1) << id;
+}
+
 TEST_F(SchedulerTest, CancelledJustBeforeItsDeadlineCountsAsExpired) {
   // The client's deadline timer cancels the call a little before the
   // server's copy of the deadline passes: that is a deadline drop.
   SchedulerOptions options = Options();
-  options.policy.dispatch_when_worker_idle = false;
   Outcomes out(3);
   auto scheduler = Make(options);
   auto near = std::make_shared<std::atomic<bool>>(false);
@@ -345,7 +470,6 @@ TEST_F(SchedulerTest, CancelledJustBeforeItsDeadlineCountsAsExpired) {
 
 TEST_F(SchedulerTest, WakeLetsWaitingWorkerDropCancelledItem) {
   SchedulerOptions options = Options();
-  options.policy.dispatch_when_worker_idle = false;
   Outcomes out(1);
   auto scheduler = Make(options);
   auto flag = std::make_shared<std::atomic<bool>>(false);
@@ -369,7 +493,6 @@ TEST_F(SchedulerTest, WakeLetsWaitingWorkerDropCancelledItem) {
 
 TEST_F(SchedulerTest, DelayTriggerOnFakeClock) {
   SchedulerOptions options = Options();
-  options.policy.dispatch_when_worker_idle = false;
   Outcomes out(3);
   auto scheduler = Make(options);
   for (int i = 0; i < 3; ++i)
@@ -400,9 +523,83 @@ TEST_F(SchedulerTest, DelayTriggerOnFakeClock) {
   CompleteAll(*batch);
 }
 
+// Issue 16, defect 1: with max_queue_delay > 0 an idle worker waits for
+// companions (size, tokens or the delay); before the fix it took a lone item
+// at once and the delay never applied.
+TEST_F(SchedulerTest, IdleWorkerWaitsForTheQueueDelay) {
+  Outcomes out(1);
+  auto scheduler = Make(Options());  // max_queue_delay 10 ms, max size 8
+  ASSERT_TRUE(scheduler->Enqueue(out.Make(0)).ok());
+  std::optional<IntScheduler::BatchType> batch;
+  std::atomic<bool> returned{false};
+  std::thread worker([&] {
+    batch = scheduler->NextBatch();
+    returned = true;
+  });
+  // The worker either goes to sleep on the clock or returns with a batch.
+  while (!returned.load() && clock_.NumWaiters() == 0) std::this_thread::yield();
+  EXPECT_FALSE(returned.load())
+      << "an idle worker took a lone item before max_queue_delay passed";
+  if (!returned.load()) {
+    clock_.Advance(absl::Milliseconds(9));
+    clock_.WaitForWaiters(1);
+    EXPECT_FALSE(returned.load());  // 9 ms < max_queue_delay
+    clock_.Advance(absl::Milliseconds(1));
+  }
+  worker.join();
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(batch->size(), 1u);
+  EXPECT_EQ(batch->trigger(), BatchTrigger::kDelay);
+  ASSERT_EQ(observer_->waits().size(), 1u);
+  EXPECT_EQ(observer_->waits()[0], absl::Milliseconds(10));
+  CompleteAll(*batch);
+}
+
+// ... and the token budget ends the wait without time passing.
+TEST_F(SchedulerTest, IdleWorkerWaitingForDelayTakesBatchAtTokenBudget) {
+  SchedulerOptions options = Options();
+  options.policy.max_batch_tokens = 100;  // 3 x 30 fits, 4 x 30 does not
+  Outcomes out(4);
+  auto scheduler = Make(options);
+  ASSERT_TRUE(scheduler->Enqueue(out.Make(0, 30)).ok());
+  std::optional<IntScheduler::BatchType> batch;
+  std::atomic<bool> returned{false};
+  std::thread worker([&] {
+    batch = scheduler->NextBatch();
+    returned = true;
+  });
+  while (!returned.load() && clock_.NumWaiters() == 0) std::this_thread::yield();
+  EXPECT_FALSE(returned.load())
+      << "an idle worker took a lone item before max_queue_delay passed";
+  for (int i = 1; i < 4; ++i) ASSERT_TRUE(scheduler->Enqueue(out.Make(i, 30)).ok());
+  worker.join();
+  ASSERT_TRUE(batch.has_value());
+  if (returned.load() && batch->size() == 1u) {
+    ADD_FAILURE() << "batch of 1 (trigger " << BatchTriggerName(batch->trigger())
+                  << "), want the token budget's 3";
+  } else {
+    EXPECT_EQ(batch->size(), 3u);
+    EXPECT_EQ(batch->trigger(), BatchTrigger::kTokens);
+  }
+  CompleteAll(*batch);
+}
+
+// max_queue_delay 0: an idle worker takes what is there at once.
+TEST_F(SchedulerTest, ZeroDelayDispatchesALoneItemAtOnce) {
+  SchedulerOptions options = Options();
+  options.policy.max_queue_delay = absl::ZeroDuration();
+  Outcomes out(1);
+  auto scheduler = Make(options);
+  ASSERT_TRUE(scheduler->Enqueue(out.Make(0)).ok());
+  auto batch = scheduler->NextBatch();  // this thread: no time passes
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(batch->size(), 1u);
+  EXPECT_EQ(batch->trigger(), BatchTrigger::kIdleWorker);
+  CompleteAll(*batch);
+}
+
 TEST_F(SchedulerTest, SizeTriggerWakesWaitingWorkerWithoutTimePassing) {
   SchedulerOptions options = Options();
-  options.policy.dispatch_when_worker_idle = false;
   options.policy.max_batch_size = 4;
   Outcomes out(5);
   auto scheduler = Make(options);
@@ -421,7 +618,6 @@ TEST_F(SchedulerTest, SizeTriggerWakesWaitingWorkerWithoutTimePassing) {
 
 TEST_F(SchedulerTest, ExpiredItemsDroppedBeforeCompute) {
   SchedulerOptions options = Options();
-  options.policy.dispatch_when_worker_idle = false;
   Outcomes out(2);
   auto scheduler = Make(options);
   ASSERT_TRUE(
@@ -447,7 +643,6 @@ TEST_F(SchedulerTest, ExpiredItemsDroppedBeforeCompute) {
 
 TEST_F(SchedulerTest, ShutdownWithDrainCompletesEverything) {
   SchedulerOptions options = Options();
-  options.policy.dispatch_when_worker_idle = false;  // only flush can help
   options.policy.max_queue_delay = absl::Hours(1);
   options.policy.max_batch_size = 3;
   Outcomes out(10);
@@ -528,8 +723,10 @@ TEST_F(SchedulerTest, DrainTimeoutFailsWhatIsLeftAndWaitsForInflight) {
 }
 
 TEST_F(SchedulerTest, DrainWaitsForInflightBatch) {
+  SchedulerOptions options = Options();
+  options.policy.max_queue_delay = absl::ZeroDuration();  // idle worker: at once
   Outcomes out(1);
-  auto scheduler = Make(Options());
+  auto scheduler = Make(options);
   ASSERT_TRUE(scheduler->Enqueue(out.Make(0)).ok());
   auto batch = scheduler->NextBatch();
   ASSERT_TRUE(batch.has_value());
@@ -547,8 +744,10 @@ TEST_F(SchedulerTest, DrainWaitsForInflightBatch) {
 }
 
 TEST_F(SchedulerTest, BatchCompletesEachItemOnce) {
+  SchedulerOptions options = Options();
+  options.policy.max_queue_delay = absl::ZeroDuration();  // idle worker: at once
   Outcomes out(3);
-  auto scheduler = Make(Options());
+  auto scheduler = Make(options);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(scheduler->Enqueue(out.Make(i)).ok());
   {
     auto batch = scheduler->NextBatch();
