@@ -89,7 +89,7 @@ class AsyncCall {
  private:
   void OnAttemptDone(grpc::Status status) {
     if (!status.ok()) {
-      auto delay = NextRetryDelay(policy_, attempts_, status.error_code(), absl::Now(), deadline_,
+      auto delay = NextRetryDelay(policy_, attempts_, status, absl::Now(), deadline_,
                                   JitterUnit());
       if (delay.has_value()) {
         // A fresh alarm per wait: the previous one has fired already.
@@ -193,7 +193,7 @@ absl::StatusOr<Response> Client::CallWithRetries(Invoke invoke) const {
     Response response;
     grpc::Status status = invoke(&context, &response);
     if (status.ok()) return response;
-    auto delay = NextRetryDelay(options_.retry, attempt, status.error_code(), absl::Now(),
+    auto delay = NextRetryDelay(options_.retry, attempt, status, absl::Now(),
                                 deadline, JitterUnit());
     if (!delay.has_value()) return ToAbslStatus(status);
     absl::SleepFor(*delay);

@@ -3,10 +3,21 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+
 namespace dserve {
 
 bool IsRetryableCode(grpc::StatusCode code) {
   return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::RESOURCE_EXHAUSTED;
+}
+
+bool IsRetryableStatus(const grpc::Status& status) {
+  if (!IsRetryableCode(status.error_code())) return false;
+  // gRPC core's size-limit errors, client or server side: "Received message
+  // larger than max (N vs. M)", "Sent message larger than max (N vs. M)".
+  return !(status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+           absl::StrContains(absl::AsciiStrToLower(status.error_message()), "message larger than max"));
 }
 
 absl::Duration BaseBackoff(const RetryPolicy& policy, int attempts_done) {
@@ -27,6 +38,13 @@ std::optional<absl::Duration> NextRetryDelay(const RetryPolicy& policy, int atte
   const absl::Duration delay = BaseBackoff(policy, attempts_done) * scale;
   if (now + delay >= deadline) return std::nullopt;
   return delay;
+}
+
+std::optional<absl::Duration> NextRetryDelay(const RetryPolicy& policy, int attempts_done,
+                                             const grpc::Status& status, absl::Time now,
+                                             absl::Time deadline, double jitter_unit) {
+  if (!IsRetryableStatus(status)) return std::nullopt;
+  return NextRetryDelay(policy, attempts_done, status.error_code(), now, deadline, jitter_unit);
 }
 
 }  // namespace dserve

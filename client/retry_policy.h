@@ -3,7 +3,11 @@
 //
 // Only UNAVAILABLE (server draining, connection lost) and RESOURCE_EXHAUSTED
 // (queue full) are retried: both mean "this replica cannot take the call
-// now" and the call did no work. Every other code is final.
+// now" and the call did no work. Every other code is final, and so is a
+// RESOURCE_EXHAUSTED for a message over gRPC's size limit ("Received / Sent
+// message larger than max"): the same message fails again on every replica.
+// A request with more items than the server's queue holds is
+// INVALID_ARGUMENT (final) for the same reason.
 #pragma once
 
 #include <optional>
@@ -33,6 +37,10 @@ struct RetryPolicy {
 // True for the codes worth another attempt (UNAVAILABLE, RESOURCE_EXHAUSTED).
 bool IsRetryableCode(grpc::StatusCode code);
 
+// True for the statuses worth another attempt: a retryable code, except a
+// message over the size limit (see the file comment).
+bool IsRetryableStatus(const grpc::Status& status);
+
 // The delay before attempt `attempts_done + 1` without jitter:
 // min(max_backoff, initial_backoff * multiplier^(attempts_done - 1)).
 // `attempts_done` >= 1.
@@ -46,6 +54,10 @@ absl::Duration BaseBackoff(const RetryPolicy& policy, int attempts_done);
 // caller.
 std::optional<absl::Duration> NextRetryDelay(const RetryPolicy& policy, int attempts_done,
                                              grpc::StatusCode code, absl::Time now,
+                                             absl::Time deadline, double jitter_unit);
+// The same for a whole status: nullopt also when !IsRetryableStatus(status).
+std::optional<absl::Duration> NextRetryDelay(const RetryPolicy& policy, int attempts_done,
+                                             const grpc::Status& status, absl::Time now,
                                              absl::Time deadline, double jitter_unit);
 
 }  // namespace dserve

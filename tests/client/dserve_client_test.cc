@@ -36,7 +36,7 @@ class FakeInference final : public v1::Inference::Service {
                            ? "<none>"
                            : std::string(it->second.data(), it->second.size());
     }
-    if (n <= fail_first) return grpc::Status(fail_code, "fake failure");
+    if (n <= fail_first) return grpc::Status(fail_code, fail_message);
     response->set_model(name_);
     return grpc::Status::OK;
   }
@@ -49,6 +49,7 @@ class FakeInference final : public v1::Inference::Service {
   std::atomic<int> calls{0};
   int fail_first = 0;
   grpc::StatusCode fail_code = grpc::StatusCode::UNAVAILABLE;
+  std::string fail_message = "fake failure";
 
  private:
   const std::string name_;
@@ -118,6 +119,27 @@ TEST(ClientLibTest, SyncRetriesResourceExhaustedAndGivesUpAfterMaxAttempts) {
   EXPECT_EQ(response.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(response.status().message(), "fake failure");
   EXPECT_EQ(server.service.calls.load(), 3);
+}
+
+// Issue 16: a message over gRPC's size limit fails the same way on every
+// attempt and every replica, although its code is RESOURCE_EXHAUSTED.
+TEST(ClientLibTest, MessageTooLargeIsNotRetried) {
+  for (const char* message : {"Received message larger than max (5000000 vs. 4194304)",
+                              "Sent message larger than max (5000000 vs. 4194304)"}) {
+    FakeServer server("a");
+    server.service.fail_first = 100;
+    server.service.fail_code = grpc::StatusCode::RESOURCE_EXHAUSTED;
+    server.service.fail_message = message;
+    auto client = MakeClient(FastRetries(server.target()));
+    auto response = client->Classify(Request());
+    EXPECT_EQ(response.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(server.service.calls.load(), 1) << message;
+
+    absl::Notification done;
+    client->ClassifyAsync(Request(), [&](const grpc::Status&, const v1::ClassifyResponse&) { done.Notify(); });
+    ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+    EXPECT_EQ(server.service.calls.load(), 2) << "async: " << message;
+  }
 }
 
 TEST(ClientLibTest, OtherCodesAreNotRetried) {

@@ -32,6 +32,26 @@ TEST(RetryPolicyTest, OnlyUnavailableAndResourceExhaustedRetry) {
   EXPECT_EQ(retryable, 2);
 }
 
+// Issue 16: what can succeed on another attempt is retried, a message over
+// the size limit (RESOURCE_EXHAUSTED from gRPC core) is not.
+TEST(RetryPolicyTest, MessageTooLargeIsFinal) {
+  const auto exhausted = grpc::StatusCode::RESOURCE_EXHAUSTED;
+  EXPECT_TRUE(IsRetryableStatus(grpc::Status(exhausted, "queue full for model 'm': 16 items queued")));
+  EXPECT_TRUE(IsRetryableStatus(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is draining")));
+  for (const char* message : {"Received message larger than max (5000000 vs. 4194304)",
+                              "Sent message larger than max (5000000 vs. 4194304)"}) {
+    const grpc::Status status(exhausted, message);
+    EXPECT_FALSE(IsRetryableStatus(status)) << message;
+    EXPECT_FALSE(NextRetryDelay(NoJitter(), 1, status, kNow, absl::InfiniteFuture(), 0.5).has_value());
+  }
+  const grpc::Status too_many(grpc::StatusCode::INVALID_ARGUMENT,
+                              "request needs 17 items, more than the queue of model 'm' can ever hold");
+  EXPECT_FALSE(IsRetryableStatus(too_many));
+  EXPECT_FALSE(NextRetryDelay(NoJitter(), 1, too_many, kNow, absl::InfiniteFuture(), 0.5).has_value());
+  EXPECT_EQ(NextRetryDelay(NoJitter(), 1, grpc::Status(exhausted, "queue full"), kNow, absl::InfiniteFuture(), 0.5),
+            absl::Milliseconds(50));
+}
+
 TEST(RetryPolicyTest, BackoffGrowsExponentiallyUpToTheCap) {
   const RetryPolicy p = NoJitter();
   const int expected_ms[] = {50, 100, 200, 400, 800, 1000, 1000};

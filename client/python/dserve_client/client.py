@@ -3,7 +3,9 @@
 Every method returns plain dataclasses (no protobuf objects) and raises
 DserveError on failure. Calls that fail with UNAVAILABLE or
 RESOURCE_EXHAUSTED are retried with exponential backoff and jitter, up to
-`max_attempts` attempts in all; every other error is raised at once.
+`max_attempts` attempts in all; every other error is raised at once, and so
+is a RESOURCE_EXHAUSTED for a message over gRPC's size limit ("message larger
+than max"), which would fail the same way again.
 """
 import random
 import time
@@ -16,6 +18,14 @@ import grpc
 from ._stubs_loader import health_pb2, health_pb2_grpc, inference_pb2 as pb, inference_pb2_grpc as pb_grpc
 
 RETRYABLE_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED})
+
+
+def is_retryable(code, details):
+    """Whether a call that failed with `code` and `details` may succeed on
+    another attempt (client/retry_policy.h has the same rule)."""
+    if code not in RETRYABLE_CODES:
+        return False
+    return not (code == grpc.StatusCode.RESOURCE_EXHAUSTED and "message larger than max" in (details or "").lower())
 
 _TRUNCATION = {
     None: pb.TRUNCATION_UNSPECIFIED,
@@ -167,7 +177,8 @@ class DserveClient:
                 return method(request, metadata=metadata, timeout=timeout if timeout is not None else self.timeout)
             except grpc.RpcError as e:
                 code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
-                if code in RETRYABLE_CODES and attempt < self.max_attempts:
+                details = e.details() if hasattr(e, "details") else str(e)
+                if is_retryable(code, details) and attempt < self.max_attempts:
                     time.sleep(random.uniform(0.5, 1.0) * backoff)
                     backoff = min(backoff * 2, self.max_backoff)
                     continue
@@ -176,7 +187,6 @@ class DserveClient:
                 for key, value in trailers or ():
                     if key == "x-request-id":
                         rid = value
-                details = e.details() if hasattr(e, "details") else str(e)
                 raise DserveError(code, details or "", rid) from None
         raise AssertionError("unreachable")
 

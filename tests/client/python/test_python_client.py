@@ -212,6 +212,20 @@ class ClientTest(unittest.TestCase):
         self.assertLess(time.monotonic() - start, 4.0)
 
 
+    def test_message_too_large_is_not_retried(self):
+        # Over the server's 4 MiB --max-message-bytes: gRPC answers
+        # RESOURCE_EXHAUSTED "Received message larger than max", which no
+        # retry can cure (issue 16).
+        client = DserveClient(self.server.target, timeout=30, max_attempts=5, initial_backoff=5.0)
+        self.addCleanup(client.close)
+        start = time.monotonic()
+        with self.assertRaises(DserveError) as ctx:
+            client.classify("classify", ["x" * (5 << 20)])
+        self.assertEqual(ctx.exception.code, grpc.StatusCode.RESOURCE_EXHAUSTED, ctx.exception)
+        self.assertIn("larger than max", str(ctx.exception))
+        self.assertLess(time.monotonic() - start, 4.0)
+
+
 class UnreachableTest(unittest.TestCase):
     def test_unavailable_is_retried_then_raised(self):
         # A port nobody listens on: UNAVAILABLE on every attempt.
