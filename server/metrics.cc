@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include <prometheus/collectable.h>
@@ -141,6 +142,11 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                             .Name("dserve_batch_real_tokens")
                             .Help("Real (unpadded) tokens per batch.")
                             .Register(r);
+  batches_ = &prometheus::BuildCounter()
+                  .Name("dserve_batches_total")
+                  .Help("Batches formed, by what made each go: size, tokens, delay, idle_worker (max queue delay 0) "
+                        "or flush (drain).")
+                  .Register(r);
   queue_items_ = &prometheus::BuildGauge().Name("dserve_queue_items").Help("Items waiting in the queue.").Register(r);
   rejected_ = &prometheus::BuildCounter()
                    .Name("dserve_rejected_total")
@@ -234,6 +240,11 @@ ModelMetrics::ModelMetrics(Metrics* m, const std::string& model, const std::stri
       queue_items_(&m->queue_items_->Add({{"model", model}})),
       tokens_(&m->tokens_->Add({{"model", model}, {"task", task}})),
       no_answer_(task == "answer" ? &m->no_answer_->Add({{"model", model}}) : nullptr) {
+  for (BatchTrigger trigger : {BatchTrigger::kSize, BatchTrigger::kTokens, BatchTrigger::kDelay,
+                               BatchTrigger::kIdleWorker, BatchTrigger::kFlush}) {
+    batches_by_trigger_[static_cast<int>(trigger)] =
+        &m->batches_->Add({{"model", model}, {"trigger", BatchTriggerName(trigger)}});
+  }
   // Every reason at 0 from the start, so rate() and alerts see the series.
   for (RejectReason reason : {RejectReason::kQueueFull, RejectReason::kDeadline, RejectReason::kCancelled,
                               RejectReason::kDraining, RejectReason::kInvalid}) {
@@ -260,6 +271,10 @@ void ModelMetrics::OnBatch(const BatchStats& stats) {
   batch_size_->Observe(static_cast<double>(stats.size));
   batch_tokens_->Observe(static_cast<double>(stats.padded_tokens));
   batch_real_tokens_->Observe(static_cast<double>(stats.real_tokens));
+  const auto trigger = static_cast<size_t>(stats.trigger);
+  if (trigger < std::size(batches_by_trigger_) && batches_by_trigger_[trigger] != nullptr) {
+    batches_by_trigger_[trigger]->Increment();
+  }
   for (const auto& wait : stats.queue_waits) queue_duration_->Observe(absl::ToDoubleSeconds(wait));
 }
 

@@ -54,6 +54,8 @@ class ModelMetrics : public SchedulerObserver {
   prometheus::Histogram* batch_size_;
   prometheus::Histogram* batch_tokens_;
   prometheus::Histogram* batch_real_tokens_;
+  // dserve_batches_total{trigger}, indexed by BatchTrigger.
+  prometheus::Counter* batches_by_trigger_[static_cast<int>(BatchTrigger::kFlush) + 1] = {};
   prometheus::Gauge* queue_items_;
   prometheus::Counter* tokens_;
   prometheus::Counter* no_answer_;  // answer models only
@@ -96,6 +98,7 @@ class Metrics {
   prometheus::Family<prometheus::Histogram>* batch_size_;
   prometheus::Family<prometheus::Histogram>* batch_tokens_;
   prometheus::Family<prometheus::Histogram>* batch_real_tokens_;
+  prometheus::Family<prometheus::Counter>* batches_;
   prometheus::Family<prometheus::Gauge>* queue_items_;
   prometheus::Family<prometheus::Counter>* rejected_;
   prometheus::Family<prometheus::Counter>* tokens_;

@@ -66,6 +66,21 @@ grpc::ServerUnaryReactor* Reject(grpc::CallbackServerContext* ctx, Metrics* metr
   return reactor;
 }
 
+// Finishes a call for a served model that validation refused: counted under
+// the model (dserve_requests_total{model,task,code}), not under model="".
+grpc::ServerUnaryReactor* RejectForModel(grpc::CallbackServerContext* ctx, const ServedModel& model,
+                                         absl::Time started, const absl::Status& status) {
+  const std::string id = RequestId(ctx);
+  ctx->AddTrailingMetadata(kRequestIdKey, id);
+  model.metrics->OnRequest(CodeName(status), absl::Now() - started, 0);
+  if (status.code() == absl::StatusCode::kInternal) {
+    Logger("server")->error("request {}: model {}: {}", id, model.name, status.ToString());
+  }
+  auto* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpc(status));
+  return reactor;
+}
+
 // Parses a raw request (server/request_validation.h).
 template <typename Request>
 absl::StatusOr<std::unique_ptr<Request>> ParseRawRequest(const grpc::ByteBuffer* buffer) {
@@ -392,6 +407,7 @@ InferenceService::InferenceService(const ModelRegistry* registry, Metrics* metri
 
 grpc::ServerUnaryReactor* InferenceService::Classify(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
                                                      grpc::ByteBuffer* response) {
+  const absl::Time started = absl::Now();
   ModelRef m;
   auto reject = [&](const absl::Status& s) { return Reject(ctx, metrics_, "classify", s); };
   std::unique_ptr<v1::ClassifyRequest> request;
@@ -399,7 +415,7 @@ grpc::ServerUnaryReactor* InferenceService::Classify(grpc::CallbackServerContext
     return reject(s);
   }
   auto prepared = PrepareClassify(*request, options_, InputSpec(*m));
-  if (!prepared.ok()) return reject(prepared.status());
+  if (!prepared.ok()) return RejectForModel(ctx, *m, started, prepared.status());
   auto* call = new ClassifyCall(ctx, m, std::move(request), response, std::move(prepared->truncated),
                                 std::move(prepared->tokens));
   call->Submit(std::move(prepared->inputs));
@@ -408,6 +424,7 @@ grpc::ServerUnaryReactor* InferenceService::Classify(grpc::CallbackServerContext
 
 grpc::ServerUnaryReactor* InferenceService::Answer(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
                                                    grpc::ByteBuffer* response) {
+  const absl::Time started = absl::Now();
   ModelRef m;
   auto reject = [&](const absl::Status& s) { return Reject(ctx, metrics_, "answer", s); };
   std::unique_ptr<v1::AnswerRequest> request;
@@ -415,7 +432,7 @@ grpc::ServerUnaryReactor* InferenceService::Answer(grpc::CallbackServerContext* 
     return reject(s);
   }
   auto prepared = PrepareAnswer(*request, options_, InputSpec(*m));
-  if (!prepared.ok()) return reject(prepared.status());
+  if (!prepared.ok()) return RejectForModel(ctx, *m, started, prepared.status());
   auto* call = new AnswerCall(ctx, m, std::move(request), response, std::move(prepared->windows),
                               std::move(prepared->window_context));
   call->Submit(std::move(prepared->inputs));
@@ -424,6 +441,7 @@ grpc::ServerUnaryReactor* InferenceService::Answer(grpc::CallbackServerContext* 
 
 grpc::ServerUnaryReactor* InferenceService::Rerank(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
                                                    grpc::ByteBuffer* response) {
+  const absl::Time started = absl::Now();
   ModelRef m;
   auto reject = [&](const absl::Status& s) { return Reject(ctx, metrics_, "rerank", s); };
   std::unique_ptr<v1::RerankRequest> request;
@@ -431,7 +449,7 @@ grpc::ServerUnaryReactor* InferenceService::Rerank(grpc::CallbackServerContext* 
     return reject(s);
   }
   auto prepared = PrepareRerank(*request, options_, InputSpec(*m));
-  if (!prepared.ok()) return reject(prepared.status());
+  if (!prepared.ok()) return RejectForModel(ctx, *m, started, prepared.status());
   auto* call = new RerankCall(ctx, m, std::move(request), response, std::move(prepared->chunk_document),
                               std::move(prepared->chunk_bytes));
   call->Submit(std::move(prepared->inputs));

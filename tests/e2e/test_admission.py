@@ -9,7 +9,10 @@ observed from a separate client process against a started `dserve serve`.
   single-document requests that keep the queue nearly full; a request that
   can never fit gets INVALID_ARGUMENT naming the limit.
 - CancelledBatchTest (defect 8): a call cancelled while its items sit in a
-  batch a worker has already taken is not computed.
+  batch a worker has already taken is not computed; (defect 7) a request
+  refused by validation for a served model is counted under that model.
+- The trigger of each batch is counted (dserve_batches_total{trigger},
+  defect 7): "delay" with a delay, "idle_worker" without.
 
 The worker hold hook (e2e.WorkerHold) puts the server in the state each
 test needs (queue nearly full, a batch taken but not run) instead of
@@ -42,7 +45,8 @@ class QueueDelayTest(unittest.TestCase):
     CALLS = 5
 
     def lone_calls(self, delay_us):
-        """(client seconds, server queue_us) of CALLS lone requests, one at a time."""
+        """(client seconds, server queue_us) of CALLS lone requests, one at a
+        time, and the batches they formed by trigger."""
         server = e2e.ServerProcess({"classify": e2e.test_models()["classify"]}, [
             "--workers", "1", "--threads-per-worker", "1", "--max-queue-delay-us", str(delay_us)],
             name="delay-%d" % delay_us).start()
@@ -50,32 +54,39 @@ class QueueDelayTest(unittest.TestCase):
             channel = server.channel()
             stub = server.stub(channel)
             stub.Classify(classify_request(), timeout=30)  # warm-up
+            before = server.metrics()
             calls = []
             for _ in range(self.CALLS):
                 sent = time.monotonic()
                 resp = stub.Classify(classify_request(), timeout=30)
                 calls.append((time.monotonic() - sent, resp.timing.queue_us))
             channel.close()
-            return calls
+            after = server.metrics()
+            triggers = {t: e2e.metric_value(after, "dserve_batches_total", model="classify", trigger=t)
+                        - e2e.metric_value(before, "dserve_batches_total", model="classify", trigger=t)
+                        for t in ("size", "tokens", "delay", "idle_worker", "flush")}
+            return calls, triggers
         finally:
             server.stop()
 
     def test_lone_request_waits_for_the_delay(self):
-        calls = self.lone_calls(self.DELAY_US)
+        calls, triggers = self.lone_calls(self.DELAY_US)
         print("\n--max-queue-delay-us %d: lone calls %s ms, queue %s ms" % (
             self.DELAY_US, [round(1e3 * c, 1) for c, _ in calls], [round(q / 1e3, 1) for _, q in calls]))
         for client_s, queue_us in calls:
             self.assertGreaterEqual(client_s, self.DELAY_US / 1e6, "a lone call returned before the delay passed")
             self.assertGreaterEqual(queue_us, self.DELAY_US, "the server formed the batch before the delay")
+        self.assertEqual(triggers, {"size": 0, "tokens": 0, "delay": self.CALLS, "idle_worker": 0, "flush": 0})
 
     def test_zero_delay_dispatches_at_once(self):
-        calls = self.lone_calls(0)
+        calls, triggers = self.lone_calls(0)
         print("\n--max-queue-delay-us 0: lone calls %s ms, queue %s ms" % (
             [round(1e3 * c, 1) for c, _ in calls], [round(q / 1e3, 1) for _, q in calls]))
         # Well under 100 ms: the tiny test model runs in a few ms; the
         # margins absorb a busy machine.
         self.assertLess(statistics.median(c for c, _ in calls), 0.05 * e2e.TIME_FACTOR)
         self.assertLess(statistics.median(q for _, q in calls), 20000 * e2e.TIME_FACTOR)
+        self.assertEqual(triggers, {"size": 0, "tokens": 0, "delay": 0, "idle_worker": self.CALLS, "flush": 0})
 
 
 class FairAdmissionTest(unittest.TestCase):
@@ -218,6 +229,23 @@ class CancelledBatchTest(unittest.TestCase):
         # The server goes on serving.
         self.assertEqual(len(stub.Classify(classify_request(), timeout=30).results), 1)
         channel.close()
+
+    def test_invalid_request_for_a_served_model_is_counted_under_it(self):
+        channel = self.server.channel()
+        stub = self.server.stub(channel)
+        before = self.server.metrics()
+        with self.assertRaises(grpc.RpcError) as ctx:
+            stub.Classify(pb.ClassifyRequest(model="classify", texts=[""]), timeout=30)
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        after = self.server.metrics()
+        channel.close()
+
+        def delta(**labels):
+            return (e2e.metric_value(after, "dserve_requests_total", code="INVALID_ARGUMENT", **labels)
+                    - e2e.metric_value(before, "dserve_requests_total", code="INVALID_ARGUMENT", **labels))
+
+        self.assertEqual(delta(model="classify", task="classify"), 1)
+        self.assertEqual(delta(model=""), 0)
 
 
 if __name__ == "__main__":
