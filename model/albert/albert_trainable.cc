@@ -29,7 +29,7 @@ class AlbertTrainable final : public TrainableEncoder {
 };
 
 absl::StatusOr<std::unique_ptr<TrainableEncoder>> Load(const ModelConfig& config, WeightStore& store,
-                                                       bool* /*initialised*/) {
+                                                       std::vector<std::string>* /*initialised*/) {
   store.set_scope("albert.");  // a bare AlbertModel file has no prefix
   ASSIGN_OR_RETURN(AlbertWeights weights, AlbertWeights::Load(config, store));
   OwnStorage(weights.Named());

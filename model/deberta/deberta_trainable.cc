@@ -50,11 +50,11 @@ absl::StatusOr<std::unique_ptr<TrainableEncoder>> Init(const ModelConfig& config
 }
 
 absl::StatusOr<std::unique_ptr<TrainableEncoder>> Load(const ModelConfig& config, WeightStore& store,
-                                                       bool* initialised) {
+                                                       std::vector<std::string>* initialised) {
   ASSIGN_OR_RETURN(EncoderWeights weights, EncoderWeights::Load(config, store));
   OwnStorage(weights.Named(config));
   if (config.task() == Task::kMlm && !config.position_biased_input && InitEmdPositionsIfMissing(config, &weights)) {
-    *initialised = true;
+    initialised->push_back("EMD position table initialised (no absolute position table in the checkpoint)");
   }
   return Make(config, std::move(weights));
 }

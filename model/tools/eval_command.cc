@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_join.h"
 #include "model/checkpoint/checkpoint_dir.h"
 #include "model/family/tokenizer_for_model.h"
 #include "model/deberta/model.h"
@@ -47,14 +48,15 @@ int RunMlmEval(const EvalCommandOptions& options, std::ostream& out, std::ostrea
   const nlohmann::json& training = config->dserve.training;
   const bool sop = training.value("objective", "mlm") == "sop";
   const bool emd = training.value("emd", true);
-  bool initialised = false;
+  std::vector<std::string> initialised;
   auto model = TrainableModel::FromFiles(*config, files->weights, true, &initialised, sop);
   if (!model.ok()) {
     err << "dserve eval: " << model.status().message() << "\n";
     return 2;
   }
-  if (initialised) {
-    err << "dserve eval: " << options.model_dir << " has no masked-LM head weights\n";
+  if (!initialised.empty()) {
+    err << "dserve eval: " << options.model_dir << " cannot be evaluated as a masked LM: "
+        << absl::StrJoin(initialised, "; ") << "\n";
     return 2;
   }
   const int max_length = options.max_length > 0 ? options.max_length : static_cast<int>(config->max_sequence_length());

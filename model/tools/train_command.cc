@@ -117,6 +117,8 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainCommandOptions* options) {
   cmd->add_option("--task", t.task, "mlm|classify|answer|rerank")->required();
   cmd->add_option("--train", t.train_path, "training data (DESIGN §4 format of the task)")->required();
   cmd->add_option("--eval", t.eval_path, "evaluation data; the best checkpoint is kept by its main metric");
+  cmd->add_option("--test", t.test_path,
+                  "test data, scored once at the end by OUT/best into OUT/test_metrics.json (never used to choose)");
   cmd->add_option("--init", t.init_dir, "start from this checkpoint directory (ours or Hugging Face's)");
   cmd->add_option("--config", t.config_path, "HF-style config.json of a model trained from scratch");
   cmd->add_option("--tokenizer", t.tokenizer_path, "spm.model (with --config; overrides --init's)");

@@ -249,6 +249,13 @@ absl::StatusOr<SquadData> ReadSquadJson(const std::string& path) {
           }
           question.answers.push_back(std::move(ans));
         }
+        if (question.is_impossible && !question.answers.empty()) {
+          // SQuAD v2 gives unanswerable questions no answers (their spans go
+          // to plausible_answers): which one is meant cannot be guessed.
+          return fail(qw, absl::StrCat("is_impossible is true but it has ", question.answers.size(),
+                                       " answer(s): an unanswerable question has \"answers\": [] (SQuAD v2 keeps "
+                                       "such spans in \"plausible_answers\")"));
+        }
         // Count answers whose text does not match the context slice.
         if (!question.answers.empty()) {
           const std::vector<size_t> byte_of_cp = CodepointByteOffsets(*context);

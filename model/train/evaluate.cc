@@ -197,19 +197,59 @@ absl::StatusOr<EvalResult> EvaluateAnswer(const SquadData& data, const Tokenizer
   scores.best_f1 = candidate.best_f1;
   scores.best_f1_thresh = candidate.best_f1_thresh;
   auto [threshold, best_f1] = ChooseNullThreshold(gold, span_preds, na_probs);
+  const CrossFit cross = CrossFitThreshold(gold, span_preds, na_probs);
   result.metrics = scores.ToJson();
   result.metrics["null_score_diff_threshold"] = config.dserve.qa.null_score_diff_threshold;
   result.metrics["chosen_null_threshold"] = threshold;
   result.metrics["chosen_null_threshold_f1"] = best_f1;
+  result.metrics["crossfit_f1"] = cross.f1;
+  result.metrics["crossfit_exact"] = cross.exact;
+  result.metrics["crossfit_thresholds"] = {cross.thresholds[0], cross.thresholds[1]};
   result.null_threshold = threshold;
-  result.main_metric = best_f1;
-  result.main_metric_name = "f1";
+  // Checkpoint selection on F1 whose threshold was not tuned on the same
+  // questions (issue 18, defect 7): best_f1 would reward a checkpoint for
+  // the threshold's fit to this very set.
+  result.main_metric = cross.f1;
+  result.main_metric_name = "crossfit_f1";
   if (options.want_predictions) {
     result.predictions = nlohmann::json::object();
     for (const auto& [id, text] : final_preds) result.predictions[id] = text;
   }
   result.seconds = MsSince(started) / 1000.0;
   return result;
+}
+
+CrossFit CrossFitThreshold(const std::vector<SquadGold>& gold, const std::map<std::string, std::string>& spans,
+                           const std::map<std::string, double>& na_probs) {
+  CrossFit out;
+  std::vector<SquadGold> folds[2];
+  for (const auto& g : gold) folds[FoldOf(g.id)].push_back(g);
+  std::map<std::string, std::string> answered;  // each fold's questions under the other fold's threshold
+  for (int f = 0; f < 2; ++f) {
+    if (folds[f].empty() || folds[1 - f].empty()) continue;
+    out.thresholds[1 - f] = ChooseNullThreshold(folds[1 - f], spans, na_probs).first;
+  }
+  for (int f = 0; f < 2; ++f) {
+    // A fold alone (tiny sets): its own threshold, as nothing else exists.
+    const double t = folds[1 - f].empty() ? ChooseNullThreshold(folds[f], spans, na_probs).first : out.thresholds[1 - f];
+    if (folds[1 - f].empty()) out.thresholds[f] = t;
+    for (const auto& g : folds[f]) {
+      auto span = spans.find(g.id);
+      auto na = na_probs.find(g.id);
+      if (span == spans.end() || na == na_probs.end()) continue;
+      answered[g.id] = na->second > t ? "" : span->second;
+    }
+  }
+  const SquadScores scores = ScoreSquadV2(gold, answered);
+  out.f1 = scores.f1;
+  out.exact = scores.exact;
+  return out;
+}
+
+int FoldOf(const std::string& id) {
+  uint32_t h = 2166136261u;  // FNV-1a: stable across runs and machines
+  for (unsigned char c : id) h = (h ^ c) * 16777619u;
+  return static_cast<int>(h & 1u);
 }
 
 absl::StatusOr<EvalResult> EvaluateRerank(const RerankData& data, const Tokenizer& tokenizer,

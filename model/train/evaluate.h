@@ -9,6 +9,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "model/deberta/model.h"
 #include "model/tokenizer/tokenizer.h"
 #include "model/train/data.h"
+#include "model/train/metrics.h"
 
 namespace dserve {
 
@@ -39,7 +41,7 @@ struct EvalResult {
   // rerank: [{"line", "score", "label"}].
   nlohmann::json predictions;
   // The metric the trainer keeps the best checkpoint by (higher is better):
-  // classify accuracy, answer best F1 (with the chosen threshold), rerank mrr@10.
+  // classify accuracy, answer crossfit_f1 (CrossFitThreshold), rerank mrr@10.
   double main_metric = 0;
   std::string main_metric_name;
   // answer: the null-score threshold maximising F1 (ChooseNullThreshold).
@@ -61,10 +63,29 @@ absl::StatusOr<EvalResult> EvaluateClassify(const ClassifyData& data, const Toke
 // checkpoint's dserve.qa.null_score_diff_threshold; na_prob =
 // null_score_diff; best_* as find_best_thresh with each question's best
 // non-empty span as its candidate answer. Plus null_score_diff_threshold
-// (the configured one) and chosen_null_threshold (the F1-maximising one).
+// (the configured one), chosen_null_threshold (the F1-maximising one; what
+// training stores in the checkpoint) and crossfit_f1 / crossfit_exact /
+// crossfit_thresholds (CrossFitThreshold; the main metric).
 absl::StatusOr<EvalResult> EvaluateAnswer(const SquadData& data, const Tokenizer& tokenizer,
                                           const ModelConfig& config, const Predictor& predict,
                                           const EvalOptions& options);
+
+// Cross-fitted no-answer threshold (issue 18, defect 7): the questions are
+// split in two folds by a stable hash of their id (FoldOf); each fold is
+// answered with the threshold ChooseNullThreshold tuned on the other fold
+// (`spans`: each question's best non-empty span; na > threshold answers
+// ""), and the two halves are scored together. So no question's score
+// comes from a threshold fitted to it: an honest F1 for choosing a
+// checkpoint on the same set. thresholds[f] was tuned on fold f. With one
+// fold empty the other uses its own threshold (tiny sets only).
+struct CrossFit {
+  double f1 = 0;
+  double exact = 0;
+  double thresholds[2] = {0, 0};
+};
+CrossFit CrossFitThreshold(const std::vector<SquadGold>& gold, const std::map<std::string, std::string>& spans,
+                           const std::map<std::string, double>& na_probs);
+int FoldOf(const std::string& id);  // 0 or 1
 
 // mrr@10, ndcg@10, map, queries, queries_without_relevant: documents scored
 // as the server does (long passages chunked, max over chunks).

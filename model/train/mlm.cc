@@ -8,28 +8,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/deberta/weights.h"
+#include "model/train/portable_random.h"
 #include "model/util/status_macros.h"
 
 namespace dserve {
 namespace {
 
-// ------------------------------------------------------- portable random --
-// std::uniform_*_distribution differ between standard libraries; these do
-// not, so a seed gives the same masks everywhere.
-
-// Uniform in [0, n), n > 0 (rejection, no modulo bias).
-uint64_t UniformInt(std::mt19937_64& rng, uint64_t n) {
-  const uint64_t threshold = (0 - n) % n;  // 2^64 mod n
-  for (;;) {
-    const uint64_t x = rng();
-    if (x >= threshold) return x % n;
-  }
-}
-
-// Uniform in [0, 1) with 53 random bits.
-double UniformReal(std::mt19937_64& rng) {
-  return static_cast<double>(rng() >> 11) * (1.0 / 9007199254740992.0);
-}
+// All draws go through portable_random.h, so a seed gives the same masks
+// everywhere.
 
 enum class Action { kMask, kRandom, kKeep };
 

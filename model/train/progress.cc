@@ -30,7 +30,7 @@ ProgressLine::ProgressLine(int64_t total_steps, FILE* out, bool force_plain)
   start_ = last_ = std::chrono::steady_clock::now();
 }
 
-void ProgressLine::Update(int64_t step, double loss, double lr, double tokens_per_s) {
+void ProgressLine::Update(int64_t step, double loss, double lr, double tokens_per_s, int64_t skipped) {
   const auto now = std::chrono::steady_clock::now();
   if (first_step_ < 0) {
     first_step_ = step - 1;
@@ -49,8 +49,9 @@ void ProgressLine::Update(int64_t step, double loss, double lr, double tokens_pe
     bar = absl::StrCat(" [", std::string(static_cast<size_t>(filled), '='),
                        filled < width ? ">" : "", std::string(static_cast<size_t>(std::max(0, width - filled - 1)), ' '), "]");
   }
-  const std::string line = absl::StrFormat("step %d/%d%s loss %.4f lr %.3g %.0f tok/s ETA %s", step, total_, bar, loss,
-                                           lr, tokens_per_s, Duration(eta));
+  const std::string skips = skipped > 0 ? absl::StrFormat("skipped %d ", skipped) : "";
+  const std::string line = absl::StrFormat("step %d/%d%s loss %.4f lr %.3g %.0f tok/s %sETA %s", step, total_, bar,
+                                           loss, lr, tokens_per_s, skips, Duration(eta));
   if (tty_) {
     std::fprintf(out_, "\r%s\033[K", line.c_str());
     open_line_ = true;
@@ -72,7 +73,7 @@ void ProgressLine::Break() {
 absl::Status MetricsCsv::Open(const std::string& path, const std::vector<std::string>& eval_columns,
                               int64_t keep_until_step, MetricsCsv* csv) {
   csv->eval_columns_ = eval_columns;
-  std::vector<std::string> header = {"step", "epoch", "loss", "lr", "tokens_per_s"};
+  std::vector<std::string> header = {"step", "epoch", "loss", "lr", "tokens_per_s", "skipped_steps"};
   header.insert(header.end(), eval_columns.begin(), eval_columns.end());
   std::vector<std::string> kept;
   if (keep_until_step > 0) {
@@ -108,9 +109,10 @@ MetricsCsv::~MetricsCsv() {
 }
 
 absl::Status MetricsCsv::Append(int64_t step, double epoch, double loss, double lr, double tokens_per_s,
-                                const std::map<std::string, double>& eval) {
+                                int64_t skipped_steps, const std::map<std::string, double>& eval) {
   if (file_ == nullptr) return absl::OkStatus();
-  std::string line = absl::StrFormat("%d,%.6f,%.9g,%.9g,%.1f", step, epoch, loss, lr, tokens_per_s);
+  std::string line =
+      absl::StrFormat("%d,%.6f,%.9g,%.9g,%.1f,%d", step, epoch, loss, lr, tokens_per_s, skipped_steps);
   for (const auto& c : eval_columns_) {
     auto it = eval.find(c);
     line += ",";

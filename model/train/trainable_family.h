@@ -62,10 +62,11 @@ struct TrainableFamily {
   // generator); only when from_scratch.
   absl::StatusOr<std::unique_ptr<TrainableEncoder>> (*init)(const ModelConfig& config);
   // From `store` (float32 CPU tensors, cloned: updates touch no other
-  // object's storage). `*initialised` is set when a tensor the task needs
-  // was missing and drawn fresh (DeBERTa MLM: the EMD's position table).
+  // object's storage). A tensor the task needs that was missing and drawn
+  // fresh is added to `*initialised`, named with why (DeBERTa MLM: the EMD's
+  // position table).
   absl::StatusOr<std::unique_ptr<TrainableEncoder>> (*load)(const ModelConfig& config, WeightStore& store,
-                                                             bool* initialised);
+                                                             std::vector<std::string>* initialised);
   absl::StatusOr<ClassificationHead> (*load_classification)(const ModelConfig& config, WeightStore& store);
   absl::StatusOr<ClassificationHead> (*init_classification)(const ModelConfig& config, torch::ScalarType dtype,
                                                             const torch::Device& device);

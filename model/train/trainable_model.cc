@@ -54,26 +54,27 @@ absl::StatusOr<std::unique_ptr<TrainableModel>> TrainableModel::FromScratch(cons
 
 absl::StatusOr<std::unique_ptr<TrainableModel>> TrainableModel::FromFiles(
     const ModelConfig& config, const std::vector<std::string>& weight_paths, bool load_head,
-    bool* head_initialised, bool sop) {
+    std::vector<std::string>* initialised, bool sop) {
   std::unique_ptr<TrainableModel> m(new TrainableModel());
   m->config_ = config;
-  *head_initialised = false;
+  initialised->clear();
   ASSIGN_OR_RETURN(m->family_, TrainableFamilyOf(config));
   if (config.task() == Task::kMlm && !m->family_->mlm) return Unsupported(*m->family_, "masked-LM training");
   ASSIGN_OR_RETURN(auto store, WeightStore::Open(weight_paths, torch::kFloat, torch::kCPU));
   absl::Status status = absl::OkStatus();
   auto load = [&]() -> absl::Status {
     torch::NoGradGuard no_grad;
-    ASSIGN_OR_RETURN(m->encoder_, m->family_->load(config, *store, head_initialised));
-    if (config.task() != Task::kMlm) return m->LoadOrInitHead(*store, load_head, head_initialised);
+    ASSIGN_OR_RETURN(m->encoder_, m->family_->load(config, *store, initialised));
+    if (config.task() != Task::kMlm) return m->LoadOrInitHead(*store, load_head, initialised);
     std::string report;
     ASSIGN_OR_RETURN(MlmHead head, MlmHead::Load(config, *store, /*init_if_missing=*/true, &report));
-    if (report == "initialised") *head_initialised = true;
+    // MlmHead/SopHead::Load report "initialised (why)" or "loaded ...".
+    if (absl::StartsWith(report, "initialised")) initialised->push_back("MLM head " + report);
     m->mlm_ = std::move(head);
     if (sop) {
       std::string sop_report;
       ASSIGN_OR_RETURN(SopHead sop_head, SopHead::Load(config, *store, /*init_if_missing=*/true, &sop_report));
-      if (sop_report == "initialised") *head_initialised = true;
+      if (absl::StartsWith(sop_report, "initialised")) initialised->push_back("SOP head " + sop_report);
       m->sop_ = std::move(sop_head);
     }
     return absl::OkStatus();
@@ -84,22 +85,25 @@ absl::StatusOr<std::unique_ptr<TrainableModel>> TrainableModel::FromFiles(
   return m;
 }
 
-absl::Status TrainableModel::LoadOrInitHead(WeightStore& store, bool load_head, bool* head_initialised) {
+absl::Status TrainableModel::LoadOrInitHead(WeightStore& store, bool load_head,
+                                            std::vector<std::string>* initialised) {
   const ModelConfig& c = config_;
+  const absl::Status other = absl::FailedPreconditionError("the checkpoint's head is for another task or label set");
+  auto why = [](const absl::Status& s) { return absl::StrCat(" (", s.message(), ")"); };
   if (NeedsClassification(c.task())) {
-    absl::StatusOr<ClassificationHead> head = absl::NotFoundError("not loaded");
+    absl::StatusOr<ClassificationHead> head = other;
     if (load_head) head = family_->load_classification(c, store);
     if (!head.ok()) {
-      *head_initialised = true;
+      initialised->push_back(absl::StrCat(TaskName(c.task()), " head initialised", why(head.status())));
       head = family_->init_classification(c, torch::kFloat, torch::kCPU);
     }
     if (!head.ok()) return head.status();
     classification_ = *std::move(head);
   } else if (c.task() == Task::kAnswer) {
-    absl::StatusOr<QaHead> head = absl::NotFoundError("not loaded");
+    absl::StatusOr<QaHead> head = other;
     if (load_head) head = QaHead::Load(c, store);
     if (!head.ok()) {
-      *head_initialised = true;
+      initialised->push_back(absl::StrCat("answer head initialised", why(head.status())));
       head = QaHead::Init(c, torch::kFloat, torch::kCPU);
     }
     qa_ = *std::move(head);

@@ -35,10 +35,13 @@ class TrainableModel {
   static absl::StatusOr<std::unique_ptr<TrainableModel>> FromScratch(const ModelConfig& config, bool sop = false);
   // Encoder weights from `weight_paths` (safetensors, HF names); the task
   // head from the same files when present with matching shapes and
-  // `load_head`, else freshly initialised (`*head_initialised` says which).
+  // `load_head`, else freshly initialised. `*initialised` lists what was
+  // drawn fresh, each naming the part and why ("classify head initialised
+  // (...)", "MLM head initialised (no MLM head tensors in the checkpoint)"),
+  // empty when everything came from the files.
   static absl::StatusOr<std::unique_ptr<TrainableModel>> FromFiles(const ModelConfig& config,
                                                                    const std::vector<std::string>& weight_paths,
-                                                                   bool load_head, bool* head_initialised,
+                                                                   bool load_head, std::vector<std::string>* initialised,
                                                                    bool sop = false);
 
   struct Outputs {
@@ -80,7 +83,7 @@ class TrainableModel {
   TrainableModel() = default;
   absl::Status Finish();
   // The task head from `store` (when `load_head` and present) or fresh.
-  absl::Status LoadOrInitHead(WeightStore& store, bool load_head, bool* head_initialised);
+  absl::Status LoadOrInitHead(WeightStore& store, bool load_head, std::vector<std::string>* initialised);
   torch::Tensor Encode(const TokenBatch& batch, bool training) const;
 
   ModelConfig config_;

@@ -8,21 +8,24 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <set>
 #include <sstream>
 #include <thread>
 
-#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "model/checkpoint/checkpoint_dir.h"
 #include "model/family/tokenizer_for_model.h"
 #include "model/tokenizer/tokenizer.h"
@@ -30,6 +33,7 @@
 #include "model/train/distributed.h"
 #include "model/train/evaluate.h"
 #include "model/train/features.h"
+#include "model/train/portable_random.h"
 #include "model/train/progress.h"
 #include "model/train/trainable_model.h"
 #include "model/util/logging.h"
@@ -105,9 +109,22 @@ absl::Status SwapInDirectory(const std::string& tmp, const std::string& dir) {
   return FsyncPath(fs::path(dir).parent_path().string());
 }
 
-// A unit's loss terms, summed over the units of a micro-batch.
+// One micro-batch's share of its step's loss: its loss terms summed and
+// divided by the whole step's count (over every micro-batch and rank), so
+// that summing the micro-batches' objectives gives the step's mean exactly
+// as one big batch would (defect 1). backward() runs on `objective`.
 struct MicroResult {
-  torch::Tensor loss_sum;
+  torch::Tensor objective;
+  int64_t tokens = 0;
+};
+
+// An MLM micro-batch masked before the step's forwards, so that the step's
+// target count is known first.
+struct MlmMicro {
+  std::vector<int> units;
+  MlmBatch batch;
+  int64_t targets = 0;       // masked tokens (labels >= 0)
+  int64_t sop_examples = 0;  // rows with a sentence-order label
   int64_t tokens = 0;
 };
 
@@ -122,17 +139,35 @@ class Trainer {
   absl::Status LoadData();
   absl::Status BuildModel();
   absl::Status SetupOptimizer();
-  absl::Status LoadTrainerState();
+  // --resume with several ranks: all resume from the same step, or an error.
+  absl::Status CheckRanksResumeTogether();
   absl::Status Loop();
-  absl::StatusOr<MicroResult> Micro(const std::vector<int>& units);
-  absl::StatusOr<MicroResult> MicroMlm(const std::vector<int>& units, uint64_t rng_seed);
+  // Classify / answer / rerank: loss terms summed over `units`, / `examples`
+  // (the step's global count of units).
+  absl::StatusOr<MicroResult> Micro(const std::vector<int>& units, double examples);
+  // Masks `units` (each unit with its own generator, seeded by (seed, epoch,
+  // unit): the masks do not depend on how units are split into micro-batches
+  // or ranks).
+  absl::StatusOr<MlmMicro> MaskMicro(const std::vector<int>& units);
+  // MLM: cross-entropy summed over the micro-batch's targets / the step's
+  // targets, plus SOP summed / the step's SOP rows.
+  absl::StatusOr<MicroResult> MicroMlm(const MlmMicro& micro, double targets, double sop_examples);
   absl::Status Evaluate(bool* improved, std::map<std::string, double>* csv_eval);
+  // `model` with `config` on --eval's data (or --test's).
+  absl::StatusOr<EvalResult> Score(const TrainableModel& model, const ModelConfig& config, bool test);
+  // --test: OUT/best scored once at the end, into OUT/test_metrics.json.
+  absl::Status ScoreTestSet();
   absl::Status SaveState();
   absl::Status SaveCheckpoint(const std::string& dir, const json& metrics, std::optional<double> threshold);
   absl::Status CheckRanksInSync();
   // Deletes what a killed run left of an unfinished save (OUT/last.tmp.*,
   // OUT/best.tmp.*) when the checkpoint it was replacing is in place.
   void RemoveStaleTemps() const;
+  // Test hook: DSERVE_TEST_NAN_GRADIENT_STEPS="3,5" makes those steps'
+  // gradients NaN (after backward), so that tests can reach the
+  // non-finite-gradient path with a finite loss. Warns once when set.
+  void PoisonGradientsForTesting(int64_t step);
+  std::vector<int64_t> poison_steps_;
   absl::Status LoadTokenizerFile();  // tokenizer_src_: spm.model or tokenizer.json
   absl::Status CheckTokenizerAndLength();
   absl::Status FinishInterruptedSave();
@@ -157,12 +192,12 @@ class Trainer {
   int max_length_ = 0;
 
   // data
-  ClassifyData classify_train_, classify_eval_;
-  SquadData squad_train_, squad_eval_;
-  RerankData rerank_train_, rerank_eval_;
+  ClassifyData classify_train_, classify_eval_, classify_test_;
+  SquadData squad_train_, squad_eval_, squad_test_;
+  RerankData rerank_train_, rerank_eval_, rerank_test_;
   bool has_eval_ = false;
   FeatureSet train_;
-  std::vector<MlmExample> mlm_train_, mlm_eval_;
+  std::vector<MlmExample> mlm_train_, mlm_eval_, mlm_test_;
   bool sop_ = false;
   MaskingOptions masking_;
 
@@ -182,6 +217,7 @@ class Trainer {
   json last_eval_metrics_ = json::object();
   std::optional<double> last_threshold_;
   bool resumed_ = false;
+  int64_t skipped_steps_ = 0;  // steps whose gradients were not finite (no update)
   int64_t saved_step_ = -1;  // step of the last trainer_state/ + last/ of this output dir
 
   // schedule
@@ -199,6 +235,13 @@ absl::Status Trainer::Run() {
 }
 
 absl::Status Trainer::Setup() {
+  if (const char* steps = std::getenv("DSERVE_TEST_NAN_GRADIENT_STEPS"); steps != nullptr && *steps != '\0') {
+    for (absl::string_view part : absl::StrSplit(steps, ',', absl::SkipEmpty())) {
+      int64_t step = 0;
+      if (absl::SimpleAtoi(part, &step)) poison_steps_.push_back(step);
+    }
+    log_->warn("test hook DSERVE_TEST_NAN_GRADIENT_STEPS={}: NaN gradients at those steps", steps);
+  }
   if (o_.task == "classify") task_ = Task::kClassify;
   else if (o_.task == "answer") task_ = Task::kAnswer;
   else if (o_.task == "rerank") task_ = Task::kRerank;
@@ -229,9 +272,7 @@ absl::Status Trainer::Setup() {
   }
   if (o_.bf16) {
     // LibTorch 1.13's CPU autocast leaves some of the encoder's operands in
-    // float32 (error "expected scalar type BFloat16 but found Float"); the
-    // autocast code path below stays for when model/deberta is made
-    // autocast-clean.
+    // float32 (error "expected scalar type BFloat16 but found Float").
     return absl::UnimplementedError("--bf16: CPU autocast of the encoder is not supported yet; train in fp32");
   }
   if (o_.device != "cpu") {
@@ -342,6 +383,7 @@ absl::Status Trainer::CheckTokenizerAndLength() {
 
 absl::Status Trainer::LoadData() {
   has_eval_ = !o_.eval_path.empty();
+  const bool has_test = !o_.test_path.empty();
   // Task-specific config: architecture, labels, task block.
   config_.dserve.max_length = max_length_;
   config_.dserve.qa.doc_stride = o_.doc_stride;
@@ -349,6 +391,7 @@ absl::Status Trainer::LoadData() {
     case Task::kClassify: {
       ASSIGN_OR_RETURN(classify_train_, ReadClassifyJsonl(o_.train_path));
       if (has_eval_) { ASSIGN_OR_RETURN(classify_eval_, ReadClassifyJsonl(o_.eval_path)); }
+      if (has_test) { ASSIGN_OR_RETURN(classify_test_, ReadClassifyJsonl(o_.test_path)); }
       const bool multi = classify_train_.multi_label || o_.problem_type == "multi_label_classification";
       std::vector<std::string> labels = CollectLabels(classify_train_);
       // Keep an --init checkpoint's label order (and head) when its labels are ours.
@@ -369,6 +412,7 @@ absl::Status Trainer::LoadData() {
     case Task::kAnswer: {
       ASSIGN_OR_RETURN(squad_train_, ReadSquadJson(o_.train_path));
       if (has_eval_) { ASSIGN_OR_RETURN(squad_eval_, ReadSquadJson(o_.eval_path)); }
+      if (has_test) { ASSIGN_OR_RETURN(squad_test_, ReadSquadJson(o_.test_path)); }
       init_head_compatible_ = config_.task() == Task::kAnswer;
       config_.architectures = {family_->Architecture("ForQuestionAnswering")};
       config_.id2label.clear();
@@ -380,6 +424,7 @@ absl::Status Trainer::LoadData() {
     case Task::kRerank: {
       ASSIGN_OR_RETURN(rerank_train_, ReadRerankJsonl(o_.train_path));
       if (has_eval_) { ASSIGN_OR_RETURN(rerank_eval_, ReadRerankJsonl(o_.eval_path)); }
+      if (has_test) { ASSIGN_OR_RETURN(rerank_test_, ReadRerankJsonl(o_.test_path)); }
       init_head_compatible_ = config_.task() == Task::kRerank && config_.num_labels() == 1;
       config_.architectures = {family_->Architecture("ForSequenceClassification")};
       config_.id2label = {{0, "LABEL_0"}};
@@ -398,6 +443,7 @@ absl::Status Trainer::LoadData() {
       }
       ASSIGN_OR_RETURN(mlm_train_, ReadMlmExamples(o_.train_path, *tokenizer_, max_length_, sop_, o_.seed));
       if (has_eval_) { ASSIGN_OR_RETURN(mlm_eval_, ReadMlmExamples(o_.eval_path, *tokenizer_, max_length_, sop_, o_.seed + 1)); }
+      if (has_test) { ASSIGN_OR_RETURN(mlm_test_, ReadMlmExamples(o_.test_path, *tokenizer_, max_length_, sop_, o_.seed + 3)); }
       init_head_compatible_ = true;  // MlmHead::Load initialises what is missing
       config_.architectures = {family_->Architecture("ForMaskedLM")};
       config_.id2label.clear();
@@ -434,10 +480,12 @@ absl::Status Trainer::BuildModel() {
       return absl::InvalidArgumentError(absl::StrCat(resume_dir, ": saved for task ", TaskName(saved.task()), " with ",
                                                      saved.num_labels(), " labels; this run's data and options differ"));
     }
-    bool initialised = false;
+    std::vector<std::string> initialised;
     ASSIGN_OR_RETURN(model_, TrainableModel::FromFiles(config_, {(fs::path(resume_dir) / "model.safetensors").string()},
                                                        true, &initialised, sop_));
-    if (initialised) return absl::DataLossError(absl::StrCat(resume_dir, ": the head weights are missing"));
+    if (!initialised.empty()) {
+      return absl::DataLossError(absl::StrCat(resume_dir, ": weights are missing for ", absl::StrJoin(initialised, "; ")));
+    }
     // state.json
     std::ifstream in(fs::path(resume_dir) / "state.json");
     json state = json::parse(in, nullptr, false);
@@ -447,10 +495,17 @@ absl::Status Trainer::BuildModel() {
       epoch_ = state.at("epoch").get<int64_t>();
       micro_in_epoch_ = state.at("micro_in_epoch").get<int64_t>();
       epoch_rng_state_ = state.at("data_rng_epoch_start").get<std::string>();
+      const std::string order = state.value("data_order", std::string("std::shuffle (before dserve recorded it)"));
+      if (order != kDataOrderGenerator) {
+        log_->warn("--resume: the saved run ordered its data with {}; this build uses {}: the rest of this epoch "
+                   "sees a different order than the interrupted run would have",
+                   order, kDataOrderGenerator);
+      }
       best_metric_ = state.at("best_metric").is_null() ? -std::numeric_limits<double>::infinity()
                                                        : state.at("best_metric").get<double>();
       best_step_ = state.at("best_step").get<int64_t>();
       evals_without_improvement_ = state.at("evals_without_improvement").get<int64_t>();
+      skipped_steps_ = state.value("skipped_steps", int64_t{0});
       last_eval_metrics_ = state.value("last_eval_metrics", json::object());
       if (state.contains("last_threshold") && !state["last_threshold"].is_null()) last_threshold_ = state["last_threshold"].get<double>();
       const int64_t world = state.value("world_size", 1), batch = state.value("batch_size", 0),
@@ -468,10 +523,14 @@ absl::Status Trainer::BuildModel() {
     if (IsMain()) log_->info("resuming from {} at step {}", resume_dir, step_);
   } else if (!o_.init_dir.empty()) {
     torch::manual_seed(o_.seed);
-    bool initialised = false;
+    std::vector<std::string> initialised;
     ASSIGN_OR_RETURN(model_, TrainableModel::FromFiles(config_, init_weights_, init_head_compatible_, &initialised, sop_));
-    if (initialised && IsMain()) {
-      log_->info("--init {}: no {} head weights for this task there; head initialised", o_.init_dir, o_.task);
+    if (IsMain()) {
+      // Defect 2: say which part was drawn fresh (the phrase "head
+      // initialised" is what users and tests grep for).
+      for (const std::string& part : initialised) {
+        log_->info("--init {}: {}", o_.init_dir, part);
+      }
     }
     data_rng_.seed(o_.seed);
   } else {
@@ -480,6 +539,7 @@ absl::Status Trainer::BuildModel() {
     data_rng_.seed(o_.seed);
   }
   params_ = model_->Parameters();
+  if (comm_->world_size() > 1) RETURN_IF_ERROR(CheckRanksResumeTogether());
   if (comm_->world_size() > 1) {
     // Identical weights everywhere: rank 0's.
     torch::Tensor flat;
@@ -501,6 +561,25 @@ absl::Status Trainer::BuildModel() {
     }));
   }
   return absl::OkStatus();
+}
+
+absl::Status Trainer::CheckRanksResumeTogether() {
+  // Defect 3: every rank reads OUT/trainer_state itself. Without a shared
+  // file system a rank may see another save or none, and the ranks would
+  // run different steps (a hang or diverged weights): refuse instead.
+  const double mine = resumed_ ? static_cast<double>(step_) : -1.0;
+  std::vector<torch::Tensor> both{torch::tensor({mine, -mine}, torch::kDouble)};
+  RETURN_IF_ERROR(comm_->AllReduceMax(both));
+  const double highest = both[0][0].item<double>(), lowest = -both[0][1].item<double>();
+  if (highest == lowest) return absl::OkStatus();
+  auto describe = [](double step) {
+    return step < 0 ? std::string("no trainer_state") : absl::StrCat("trainer_state at step ", step);
+  };
+  return absl::FailedPreconditionError(absl::StrCat(
+      "--resume: the ranks disagree on where to resume (this rank ", comm_->rank(), ": ", describe(mine),
+      "; others: ", describe(highest == mine ? lowest : highest),
+      "). Every rank reads OUT/trainer_state: give all ranks the same --out on a shared file system, or copy "
+      "rank 0's OUT/trainer_state to each rank's --out"));
 }
 
 absl::Status Trainer::SetupOptimizer() {
@@ -549,6 +628,7 @@ json Trainer::TrainingSettings() const {
             {"seed", o_.seed},
             {"bf16", o_.bf16}};
   if (!o_.eval_path.empty()) j["eval"] = o_.eval_path;
+  if (!o_.test_path.empty()) j["test"] = o_.test_path;
   if (!o_.init_dir.empty()) j["init"] = o_.init_dir;
   if (!o_.config_path.empty()) j["config"] = o_.config_path;
   if (task_ == Task::kRerank) j["listwise"] = o_.listwise;
@@ -565,15 +645,16 @@ json Trainer::TrainingSettings() const {
 std::vector<std::string> Trainer::EvalColumns() const {
   switch (task_) {
     case Task::kClassify: return {"eval_accuracy", "eval_macro_f1"};
-    case Task::kAnswer: return {"eval_exact", "eval_f1", "eval_best_f1", "eval_chosen_null_threshold"};
+    case Task::kAnswer: return {"eval_exact", "eval_f1", "eval_best_f1", "eval_crossfit_f1", "eval_chosen_null_threshold"};
     case Task::kRerank: return {"eval_mrr@10", "eval_ndcg@10", "eval_map"};
     case Task::kMlm: return {"eval_loss", "eval_perplexity", "eval_accuracy"};
     default: return {};
   }
 }
 
-absl::StatusOr<MicroResult> Trainer::Micro(const std::vector<int>& units) {
+absl::StatusOr<MicroResult> Trainer::Micro(const std::vector<int>& units, double examples) {
   MicroResult r;
+  torch::Tensor loss_sum;
   std::vector<int> indices;
   for (int u : units) {
     const auto& f = train_.units[static_cast<size_t>(u)];
@@ -582,18 +663,7 @@ absl::StatusOr<MicroResult> Trainer::Micro(const std::vector<int>& units) {
   TokenBatch batch = CollateFeatures(train_.features, indices, tokenizer_->pad_id(), config_.type_vocab_size > 0);
   for (int64_t m : batch.attention_mask) r.tokens += m;
   absl::Status status = TorchCall("training step", [&] {
-    TrainableModel::Outputs out;
-    {
-      if (o_.bf16) {
-        at::autocast::set_cpu_enabled(true);
-        at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-      }
-      out = model_->Forward(batch, /*training=*/true);
-      if (o_.bf16) {
-        at::autocast::set_cpu_enabled(false);
-        at::autocast::clear_cache();
-      }
-    }
+    TrainableModel::Outputs out = model_->Forward(batch, /*training=*/true);
     const auto n = static_cast<int64_t>(indices.size());
     switch (task_) {
       case Task::kClassify: {
@@ -603,14 +673,14 @@ absl::StatusOr<MicroResult> Trainer::Micro(const std::vector<int>& units) {
           for (int64_t i = 0; i < n; ++i) {
             for (int l : train_.features[static_cast<size_t>(indices[i])].labels) target[i][l] = 1.0;
           }
-          r.loss_sum = F::binary_cross_entropy_with_logits(
+          loss_sum = F::binary_cross_entropy_with_logits(
                            logits, target, F::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kNone))
                            .mean(1)
                            .sum();
         } else {
           std::vector<int64_t> y;
           for (int i : indices) y.push_back(train_.features[static_cast<size_t>(i)].labels.front());
-          r.loss_sum = F::cross_entropy(logits, torch::tensor(y, torch::kLong),
+          loss_sum = F::cross_entropy(logits, torch::tensor(y, torch::kLong),
                                         F::CrossEntropyFuncOptions().reduction(torch::kSum));
         }
         break;
@@ -625,7 +695,7 @@ absl::StatusOr<MicroResult> Trainer::Micro(const std::vector<int>& units) {
           e.push_back(train_.features[static_cast<size_t>(i)].end);
         }
         auto sum = F::CrossEntropyFuncOptions().reduction(torch::kSum);
-        r.loss_sum = (F::cross_entropy(masked(out.start), torch::tensor(s, torch::kLong), sum) +
+        loss_sum = (F::cross_entropy(masked(out.start), torch::tensor(s, torch::kLong), sum) +
                       F::cross_entropy(masked(out.end), torch::tensor(e, torch::kLong), sum)) /
                      2.0;
         break;
@@ -636,7 +706,7 @@ absl::StatusOr<MicroResult> Trainer::Micro(const std::vector<int>& units) {
         for (int i : indices) y.push_back(train_.features[static_cast<size_t>(i)].target);
         torch::Tensor target = torch::tensor(y, torch::kFloat);
         if (!o_.listwise) {
-          r.loss_sum = F::binary_cross_entropy_with_logits(
+          loss_sum = F::binary_cross_entropy_with_logits(
               logits, target, F::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kSum));
         } else {
           // Softmax over each query's candidates; target uniform over its positives.
@@ -651,53 +721,81 @@ absl::StatusOr<MicroResult> Trainer::Micro(const std::vector<int>& units) {
             }
             offset += k;
           }
-          r.loss_sum = total;
+          loss_sum = total;
         }
         break;
       }
       default:
         break;
     }
+    r.objective = loss_sum / examples;
   });
   RETURN_IF_ERROR(status);
   return r;
 }
 
-absl::StatusOr<MicroResult> Trainer::MicroMlm(const std::vector<int>& units, uint64_t rng_seed) {
-  MicroResult r;
+absl::StatusOr<MlmMicro> Trainer::MaskMicro(const std::vector<int>& units) {
+  MlmMicro micro;
+  micro.units = units;
   std::vector<MlmExample> part;
-  std::vector<std::vector<int64_t>> rows;
-  for (int u : units) {
-    part.push_back(mlm_train_[static_cast<size_t>(u)]);
-    rows.push_back(part.back().input_ids);
-    r.tokens += static_cast<int64_t>(rows.back().size());
-  }
-  std::mt19937_64 rng(rng_seed);  // masking: a function of (seed, rank, step, micro-batch), like dropout
+  MaskedTokens masked;
+  absl::Status status = TorchCall("mlm masking", [&] {
+    for (int u : units) {
+      part.push_back(mlm_train_[static_cast<size_t>(u)]);
+      micro.tokens += static_cast<int64_t>(part.back().input_ids.size());
+      // Masks: a function of (seed, epoch, unit), like the data order.
+      std::mt19937_64 rng(MixSeed(o_.seed ^ 0x6D6C6DULL, static_cast<uint64_t>(epoch_), static_cast<uint64_t>(u), 0));
+      MaskedTokens one = MaskTokens({part.back().input_ids}, MlmSpecialIds(*tokenizer_), tokenizer_->mask_id(),
+                                    config_.vocab_size, masking_, rng);
+      for (int64_t label : one.labels.front()) micro.targets += label >= 0 ? 1 : 0;
+      if (sop_ && part.back().sop_label >= 0) ++micro.sop_examples;
+      masked.input_ids.push_back(std::move(one.input_ids.front()));
+      masked.labels.push_back(std::move(one.labels.front()));
+    }
+    micro.batch = CollateMlmBatch(part, masked, tokenizer_->pad_id(), torch::kCPU);
+  });
+  RETURN_IF_ERROR(status);
+  return micro;
+}
+
+absl::StatusOr<MicroResult> Trainer::MicroMlm(const MlmMicro& micro, double targets, double sop_examples) {
+  MicroResult r;
+  r.tokens = micro.tokens;
   absl::Status status = TorchCall("mlm step", [&] {
-    MaskedTokens masked = MaskTokens(rows, MlmSpecialIds(*tokenizer_), tokenizer_->mask_id(), config_.vocab_size,
-                                     masking_, rng);
-    MlmBatch batch = CollateMlmBatch(part, masked, tokenizer_->pad_id(), torch::kCPU);
-    MlmOutput out = model_->Mlm(batch, !o_.no_emd, /*training=*/true);
-    // Mean over the micro-batch's targets, weighted by its units.
-    r.loss_sum = out.loss * static_cast<double>(units.size());
+    MlmOutput out = model_->Mlm(micro.batch, !o_.no_emd, /*training=*/true);
+    // HF: mean cross-entropy over the masked tokens (+ the SOP mean); here
+    // each micro-batch's sums over the whole step's counts.
+    r.objective = targets > 0 ? out.mlm_loss * (static_cast<double>(out.count) / targets) : out.mlm_loss * 0.0;
+    if (out.sop_loss.defined() && sop_examples > 0) {
+      r.objective = r.objective + out.sop_loss * (static_cast<double>(out.sop_count) / sop_examples);
+    }
   });
   RETURN_IF_ERROR(status);
   return r;
 }
 
-absl::Status Trainer::Evaluate(bool* improved, std::map<std::string, double>* csv_eval) {
-  *improved = false;
+absl::StatusOr<EvalResult> Trainer::Score(const TrainableModel& model, const ModelConfig& config, bool test) {
   EvalOptions eo;
   eo.batch_size = o_.eval_batch_size;
   eo.max_length = max_length_;
-  Predictor predict = [&](const TokenBatch& b) { return model_->Predict(b); };
-  absl::StatusOr<EvalResult> result = absl::InternalError("no eval");
-  if (task_ == Task::kMlm) {
-    MaskingOptions masking = masking_;
-    auto mlm = EvaluateMlm(*model_, mlm_eval_, *tokenizer_, o_.eval_batch_size, o_.seed + 2, masking, !o_.no_emd);
-    if (!mlm.ok()) {
-      result = mlm.status();
-    } else {
+  Predictor predict = [&](const TokenBatch& b) { return model.Predict(b); };
+  const std::string& path = test ? o_.test_path : o_.eval_path;
+  absl::StatusOr<EvalResult> result = absl::InternalError("no evaluation for this task");
+  switch (task_) {
+    case Task::kClassify:
+      result = EvaluateClassify(test ? classify_test_ : classify_eval_, *tokenizer_, config, predict, eo);
+      break;
+    case Task::kAnswer: result = EvaluateAnswer(test ? squad_test_ : squad_eval_, *tokenizer_, config, predict, eo); break;
+    case Task::kRerank:
+      result = EvaluateRerank(test ? rerank_test_ : rerank_eval_, *tokenizer_, config, predict, eo);
+      break;
+    case Task::kMlm: {
+      auto mlm = EvaluateMlm(model, test ? mlm_test_ : mlm_eval_, *tokenizer_, o_.eval_batch_size, o_.seed + 2,
+                             masking_, !o_.no_emd);
+      if (!mlm.ok()) {
+        result = mlm.status();
+        break;
+      }
       EvalResult r;
       r.metrics = mlm->metrics;
       r.item_latency_ms = mlm->item_latency_ms;
@@ -705,16 +803,40 @@ absl::Status Trainer::Evaluate(bool* improved, std::map<std::string, double>* cs
       r.main_metric = -mlm->metrics["loss"].get<double>();  // higher is better
       r.main_metric_name = "-loss";
       result = std::move(r);
+      break;
     }
-  }
-  switch (task_) {
-    case Task::kClassify: result = EvaluateClassify(classify_eval_, *tokenizer_, config_, predict, eo); break;
-    case Task::kAnswer: result = EvaluateAnswer(squad_eval_, *tokenizer_, config_, predict, eo); break;
-    case Task::kRerank: result = EvaluateRerank(rerank_eval_, *tokenizer_, config_, predict, eo); break;
     default: break;
   }
-  if (!result.ok()) return absl::Status(result.status().code(), absl::StrCat(o_.eval_path, ": ", result.status().message()));
+  if (!result.ok()) return absl::Status(result.status().code(), absl::StrCat(path, ": ", result.status().message()));
   AddCostMetrics(&*result);
+  return result;
+}
+
+absl::Status Trainer::ScoreTestSet() {
+  // Issue 18, defect 7: the best checkpoint and its threshold were chosen
+  // on --eval; --test is scored once, by that checkpoint as saved, on data
+  // neither training nor selection saw.
+  const fs::path best = fs::path(o_.out_dir) / "best";
+  ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::FromFile((best / "config.json").string()));
+  std::vector<std::string> initialised;
+  ASSIGN_OR_RETURN(auto model, TrainableModel::FromFiles(config, {(best / "model.safetensors").string()}, true,
+                                                         &initialised, sop_));
+  if (!initialised.empty()) return absl::DataLossError(absl::StrCat(best.string(), ": ", absl::StrJoin(initialised, "; ")));
+  ASSIGN_OR_RETURN(EvalResult result, Score(*model, config, /*test=*/true));
+  json metrics = result.metrics;
+  metrics["step"] = config.dserve.training.value("step", int64_t{0});
+  metrics["data"] = o_.test_path;
+  RETURN_IF_ERROR(WriteTextFile((fs::path(o_.out_dir) / "test_metrics.json").string(), metrics.dump(2)));
+  log_->info("test set {} with {} (step {}): {} {:.4f}; all metrics in {}", o_.test_path, best.string(),
+             metrics["step"].get<int64_t>(), result.main_metric_name, result.main_metric,
+             (fs::path(o_.out_dir) / "test_metrics.json").string());
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Evaluate(bool* improved, std::map<std::string, double>* csv_eval) {
+  *improved = false;
+  absl::StatusOr<EvalResult> result = Score(*model_, config_, /*test=*/false);
+  RETURN_IF_ERROR(result.status());
   json metrics = result->metrics;
   metrics["step"] = step_;
   last_eval_metrics_ = metrics;
@@ -744,6 +866,11 @@ absl::Status Trainer::SaveCheckpoint(const std::string& dir, const json& metrics
   c.dserve.training["step"] = step_;
   if (threshold) c.dserve.qa.null_score_diff_threshold = *threshold;
   return model_->Save(dir, c, tokenizer_src_, /*for_checkpoint=*/true);
+}
+
+void Trainer::PoisonGradientsForTesting(int64_t step) {
+  if (std::find(poison_steps_.begin(), poison_steps_.end(), step) == poison_steps_.end()) return;
+  params_.front().second.mutable_grad().fill_(std::numeric_limits<double>::quiet_NaN());
 }
 
 absl::Status Trainer::FinishInterruptedSave() {
@@ -781,9 +908,11 @@ absl::Status Trainer::SaveState() {
                 {"epoch", epoch_},
                 {"micro_in_epoch", micro_in_epoch_},
                 {"data_rng_epoch_start", epoch_rng_state_},
+                {"data_order", kDataOrderGenerator},
                 {"best_metric", std::isfinite(best_metric_) ? json(best_metric_) : json(nullptr)},
                 {"best_step", best_step_},
                 {"evals_without_improvement", evals_without_improvement_},
+                {"skipped_steps", skipped_steps_},
                 {"last_eval_metrics", last_eval_metrics_},
                 {"last_threshold", last_threshold_ ? json(*last_threshold_) : json(nullptr)},
                 {"total_steps", total_steps_},
@@ -865,7 +994,7 @@ absl::Status Trainer::Loop() {
     epoch_rng_state_ = RngState(data_rng_);
     perm_.resize(static_cast<size_t>(N));
     std::iota(perm_.begin(), perm_.end(), 0);
-    std::shuffle(perm_.begin(), perm_.end(), data_rng_);
+    PortableShuffle(perm_, data_rng_);
   };
   start_epoch();  // on resume data_rng_ holds the saved epoch's start state
   ProgressLine progress(total_steps_, stderr);
@@ -882,27 +1011,46 @@ absl::Status Trainer::Loop() {
     const int64_t m_begin = micro_in_epoch_, m_end = std::min(micro_per_epoch_, m_begin + A);
     const double denom = static_cast<double>(std::min(N, m_end * G) - m_begin * G);
     RETURN_IF_ERROR(TorchCall("zero grad", [&] { optimizer_->zero_grad(); }));
-    double local_loss = 0;
-    int64_t local_tokens = 0;
+    // This rank's micro-batches of the step.
+    std::vector<std::pair<int64_t, std::vector<int>>> micros;
     for (int64_t m = m_begin; m < m_end; ++m) {
       const int64_t lo = std::min(N, m * G + comm_->rank() * B), hi = std::min(N, m * G + (comm_->rank() + 1) * B);
-      if (lo >= hi) continue;
+      if (lo < hi) micros.emplace_back(m, std::vector<int>(perm_.begin() + lo, perm_.begin() + hi));
+    }
+    // MLM: mask first, then the step's target counts over every rank.
+    std::vector<MlmMicro> masked;
+    double mlm_targets = 0, sop_examples = 0;
+    if (task_ == Task::kMlm) {
+      for (const auto& [m, units] : micros) {
+        ASSIGN_OR_RETURN(MlmMicro micro, MaskMicro(units));
+        mlm_targets += static_cast<double>(micro.targets);
+        sop_examples += static_cast<double>(micro.sop_examples);
+        masked.push_back(std::move(micro));
+      }
+      if (comm_->world_size() > 1) {
+        std::vector<torch::Tensor> counts{torch::tensor({mlm_targets, sop_examples}, torch::kDouble)};
+        RETURN_IF_ERROR(comm_->AllReduceSum(counts));
+        mlm_targets = counts[0][0].item<double>();
+        sop_examples = counts[0][1].item<double>();
+      }
+    }
+    double local_loss = 0;
+    int64_t local_tokens = 0;
+    for (size_t i = 0; i < micros.size(); ++i) {
+      const int64_t m = micros[i].first;
       torch::manual_seed(MixSeed(o_.seed, static_cast<uint64_t>(comm_->rank()), static_cast<uint64_t>(step_),
                                  static_cast<uint64_t>(m)));
-      std::vector<int> units(perm_.begin() + lo, perm_.begin() + hi);
-      absl::StatusOr<MicroResult> micro =
-          task_ == Task::kMlm ? MicroMlm(units, MixSeed(o_.seed ^ 0x6D6C6DULL, static_cast<uint64_t>(comm_->rank()),
-                                                        static_cast<uint64_t>(step_), static_cast<uint64_t>(m)))
-                              : Micro(units);
+      absl::StatusOr<MicroResult> micro = task_ == Task::kMlm ? MicroMlm(masked[i], mlm_targets, sop_examples)
+                                                              : Micro(micros[i].second, denom);
       RETURN_IF_ERROR(micro.status());
       MicroResult& r = *micro;
       local_tokens += r.tokens;
       RETURN_IF_ERROR(TorchCall("backward", [&] {
-        (r.loss_sum / denom).backward();
-        local_loss += r.loss_sum.item<double>();
+        r.objective.backward();
+        local_loss += r.objective.item<double>();
       }));
     }
-    double loss = local_loss / denom;
+    double loss = local_loss;
     double tokens = static_cast<double>(local_tokens);
     RETURN_IF_ERROR(TorchCall("gradients", [&] {
       for (auto& [n, p] : params_) {
@@ -925,7 +1073,7 @@ absl::Status Trainer::Loop() {
           p.grad().copy_(flat.narrow(0, offset, p.numel()).view_as(p));
           offset += p.numel();
         }
-        loss = stats[0].item<double>() / denom;
+        loss = stats[0].item<double>();
         tokens = stats[1].item<double>();
       }));
     }
@@ -933,20 +1081,34 @@ absl::Status Trainer::Loop() {
     // of this step is saved, so the last checkpoint stays the last good one.
     if (!std::isfinite(loss)) return NonFinite("loss", loss);
     const double lr = LearningRate(step_);
+    // The gradient norm, always (defect 8): a non-finite one skips the
+    // update (weights and optimizer state stay as they were); the step still
+    // counts, as in Hugging Face's Trainer, and is counted as skipped.
     double grad_norm = 0;
     RETURN_IF_ERROR(TorchCall("optimizer step", [&] {
+      PoisonGradientsForTesting(step_ + 1);
+      std::vector<torch::Tensor> grads;
+      for (auto& [n, p] : params_) grads.push_back(p.grad().detach().norm(2));
+      grad_norm = torch::stack(grads).norm(2).item<double>();
+      if (!std::isfinite(grad_norm)) return;
       if (o_.max_grad_norm > 0) {
         std::vector<torch::Tensor> ps;
         for (auto& [n, p] : params_) ps.push_back(p);
-        grad_norm = torch::nn::utils::clip_grad_norm_(ps, o_.max_grad_norm);
+        torch::nn::utils::clip_grad_norm_(ps, o_.max_grad_norm);
       }
-      if (!std::isfinite(grad_norm)) return;
       for (auto& group : optimizer_->param_groups()) {
         static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
       }
       optimizer_->step();
     }));
-    if (!std::isfinite(grad_norm)) return NonFinite("gradient norm", grad_norm);
+    if (!std::isfinite(grad_norm)) {
+      ++skipped_steps_;
+      if (IsMain()) {
+        progress.Break();
+        log_->warn("step {}: gradient norm is {}; update skipped (weights unchanged), {} step(s) skipped so far",
+                   step_ + 1, grad_norm, skipped_steps_);
+      }
+    }
     ++step_;
     micro_in_epoch_ = m_end;
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -955,7 +1117,7 @@ absl::Status Trainer::Loop() {
     const double tokens_per_s = seconds_window > 0 ? tokens_window / seconds_window : 0;
     const bool epoch_end = micro_in_epoch_ >= micro_per_epoch_;
     const double epoch_pos = static_cast<double>(epoch_) + static_cast<double>(micro_in_epoch_) / micro_per_epoch_;
-    if (IsMain()) progress.Update(step_, loss, lr, tokens_per_s);
+    if (IsMain()) progress.Update(step_, loss, lr, tokens_per_s, skipped_steps_);
     stop = step_ >= total_steps_;
 
     // Evaluation (rank 0), then everybody learns whether to stop.
@@ -981,7 +1143,7 @@ absl::Status Trainer::Loop() {
       }
     }
     if (IsMain()) {
-      RETURN_IF_ERROR(csv_.Append(step_, epoch_pos, loss, lr, tokens_per_s, csv_eval));
+      RETURN_IF_ERROR(csv_.Append(step_, epoch_pos, loss, lr, tokens_per_s, skipped_steps_, csv_eval));
       const bool save_now = (o_.save_every > 0 && step_ % o_.save_every == 0) || stop;
       if (save_now) {
         RETURN_IF_ERROR(SaveState());
@@ -997,6 +1159,7 @@ absl::Status Trainer::Loop() {
       RETURN_IF_ERROR(SaveCheckpoint((fs::path(o_.out_dir) / "best").string(), last_eval_metrics_, last_threshold_));
     }
     log_->info("done: {} steps; checkpoint {}", step_, (fs::path(o_.out_dir) / "best").string());
+    if (!o_.test_path.empty()) RETURN_IF_ERROR(ScoreTestSet());
   }
   if (comm_->world_size() > 1) RETURN_IF_ERROR(CheckRanksInSync());
   return absl::OkStatus();

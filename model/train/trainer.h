@@ -42,6 +42,10 @@ struct TrainOptions {
   std::string task;        // classify | answer | rerank | mlm
   std::string train_path;  // --train
   std::string eval_path;   // --eval (optional)
+  // --test (optional): scored once at the end by OUT/best as saved (its
+  // threshold included), into OUT/test_metrics.json: data that neither
+  // training nor checkpoint selection saw.
+  std::string test_path;
   std::string init_dir;    // --init DIR (ours or Hugging Face's)
   std::string config_path; // --config config.json (from scratch)
   std::string tokenizer_path;  // --tokenizer spm.model (from scratch; overrides --init's)
@@ -72,7 +76,7 @@ struct TrainOptions {
   bool span_masking = false;
   bool no_emd = false;
   double mask_prob = 0.15;
-  bool bf16 = false;          // CPU autocast to bfloat16 for the forward
+  bool bf16 = false;          // refused for now (Unimplemented): fp32 training only
   std::string problem_type;   // classify: "" (from the data) or multi_label_classification
   int threads = 0;            // intra-op threads (0 = torch's default / cores per rank)
   std::string device = "cpu";

@@ -113,6 +113,11 @@ TEST_F(DataTest, SquadErrors) {
   ExpectError(ReadSquadJson(p).status(), {"data", "must be an array"});
   p = Write("se7.json", R"({"data": [{"paragraphs": [{"qas": []}]}]})");
   ExpectError(ReadSquadJson(p).status(), {"data[0].paragraphs[0].context", "missing"});
+  // Issue 18, defect 7: unanswerable yet answered is contradictory.
+  p = Write("se8.json",
+            R"({"data": [{"paragraphs": [{"context": "abc", "qas": [{"id": "a", "question": "q?", "is_impossible": true, "answers": [{"text": "bc", "answer_start": 1}]}]}]}]})");
+  ExpectError(ReadSquadJson(p).status(),
+              {"data[0].paragraphs[0].qas[0]", "is_impossible is true but it has 1 answer(s)", "plausible_answers"});
 }
 
 TEST_F(DataTest, SquadMisalignedAnswerIsCounted) {

@@ -129,8 +129,9 @@ TEST(TrainAnswer, ReducesLossChoosesThresholdAndLoads) {
   Workdir r = Prepare("answer", SmallConfig("qa_c2p_only", 32, 4, 0.0), ToySquad(0), ToySquad(0), "json");
   const std::string out = r.dir + "/out";
   ASSERT_EQ(RunDserve(TrainArgs(r, "answer", out,
-                                {"--eval", r.dev, "--epochs", "30", "--batch-size", "8", "--lr", "3e-3", "--seed", "1",
-                                 "--max-length", "64", "--doc-stride", "16", "--eval-every", "30"}),
+                                {"--eval", r.dev, "--test", r.dev, "--epochs", "30", "--batch-size", "8", "--lr",
+                                 "3e-3", "--seed", "1", "--max-length", "64", "--doc-stride", "16", "--eval-every",
+                                 "30"}),
                       r.dir + "/train.log"),
             0)
       << ReadAll(r.dir + "/train.log");
@@ -157,6 +158,13 @@ TEST(TrainAnswer, ReducesLossChoosesThresholdAndLoads) {
     EXPECT_TRUE(metrics.contains(k)) << k;
   }
   EXPECT_NEAR(metrics["f1"].get<double>(), em["chosen_null_threshold_f1"].get<double>(), 1e-6);
+  // Selection by the cross-fitted F1 (defect 7): never above the in-sample optimum.
+  EXPECT_LE(em["crossfit_f1"].get<double>(), em["chosen_null_threshold_f1"].get<double>() + 1e-9);
+  // --test: OUT/best as saved, scored once at the end (here on the same file, so it equals dserve eval).
+  json test = ReadJson(out + "/test_metrics.json");
+  EXPECT_NEAR(test["f1"].get<double>(), metrics["f1"].get<double>(), 1e-9);
+  EXPECT_EQ(test["step"], config["dserve"]["training"]["step"]);
+  EXPECT_TRUE(absl::StrContains(ReadAll(r.dir + "/train.log"), "test set " + r.dev)) << ReadAll(r.dir + "/train.log");
   EXPECT_EQ(metrics["HasAns_total"], 16);
   EXPECT_EQ(metrics["NoAns_total"], 8);
   json pred = ReadJson(r.dir + "/pred.json");
@@ -315,6 +323,149 @@ TEST(TrainMlm, PretrainWithEmdAndSopThenFineTune) {
   EXPECT_TRUE(absl::StrContains(ReadAll(r.dir + "/ft.log"), "head initialised"));
   ExpectHfLayout(ft + "/best", "cls_factorized");
   ExpectServable(ft + "/best", Task::kClassify);
+}
+
+// The MLM corpus of TrainMlm: the toy corpus, four sentences per document.
+std::string ToyCorpus(size_t first_line, size_t end_line) {
+  std::vector<std::string> lines = absl::StrSplit(ReadAll(SharedDir() + "/goldens/tokenizer/corpus.txt"), '\n',
+                                                  absl::SkipEmpty());
+  std::string corpus;
+  for (size_t i = first_line; i < std::min(end_line, lines.size()); ++i) {
+    corpus += lines[i] + "\n" + ((i - 1) % 4 == 0 ? "\n" : "");
+  }
+  return corpus;
+}
+
+// Issue 18, defect 1: a step's loss (and so its gradient) is the mean over
+// the whole step's examples -- for MLM over its masked tokens, plus the SOP
+// mean -- however the step is split into micro-batches (--grad-accum) and
+// ranks (--nproc). Same global batch of 8, dropout off: per-step losses of
+// 8x1, 4x2 (grad-accum) and 2 ranks x 2 x 2 agree. Before the fix the MLM
+// step loss was the unweighted mean of micro-batch means, over masks that
+// depended on the split.
+TEST(TrainGradAccum, EveryTaskStepLossIsTheWholeStepMean) {
+  struct Case {
+    std::string task, golden, train, ext;
+    std::vector<std::string> extra;
+  };
+  const std::vector<Case> cases = {
+      {"classify", "cls_factorized", ToyIntents(0), "jsonl", {"--max-length", "32"}},
+      {"answer", "qa_c2p_only", ToySquad(0), "json", {"--max-length", "64", "--doc-stride", "16"}},
+      {"rerank", "rerank_p2c_nonorm", ToyRerank(0), "jsonl", {"--max-length", "48"}},
+      {"mlm", "cls_factorized", ToyCorpus(2, 60), "txt", {"--max-length", "64", "--objective", "sop"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.task);
+    Workdir r = Prepare("accum_" + c.task, SmallConfig(c.golden, 32, 4, 0.0), c.train, c.train, c.ext);
+    auto run = [&](const std::string& name, std::vector<std::string> split) {
+      std::vector<std::string> extra = {"--epochs", "100", "--max-steps", "4", "--lr", "2e-3", "--seed", "3"};
+      extra.insert(extra.end(), c.extra.begin(), c.extra.end());
+      extra.insert(extra.end(), split.begin(), split.end());
+      const std::string out = r.dir + "/" + name;
+      EXPECT_EQ(RunDserve(TrainArgs(r, c.task, out, extra), out + ".log"), 0) << ReadAll(out + ".log");
+      return Losses(out + "/metrics.csv");
+    };
+    const auto whole = run("whole", {"--batch-size", "8"});
+    const auto accum = run("accum", {"--batch-size", "4", "--grad-accum", "2"});
+    const auto ranks = run("ranks", {"--batch-size", "2", "--grad-accum", "2", "--nproc", "2"});
+    ASSERT_EQ(whole.size(), 4u);
+    ASSERT_EQ(accum.size(), 4u);
+    ASSERT_EQ(ranks.size(), 4u);
+    for (size_t i = 0; i < whole.size(); ++i) {
+      EXPECT_NEAR(accum[i], whole[i], 1e-5) << "step " << i + 1;
+      EXPECT_NEAR(ranks[i], whole[i], 1e-4) << "step " << i + 1;
+    }
+  }
+}
+
+// Issue 18, defect 8: a non-finite gradient (finite loss; the test hook
+// poisons step 3's gradients) is caught without clipping too: the update is
+// skipped, the run goes on, and the skip is counted in the progress line and
+// metrics.csv. Before the fix, without --max-grad-norm, NaN reached AdamW
+// and every later weight.
+TEST(TrainNonFinite, NanGradientSkipsTheUpdateAndIsCounted) {
+  Workdir r = Prepare("nan_grad", SmallConfig("cls_factorized", 32, 4, 0.0), ToyIntents(0), ToyIntents(1), "jsonl");
+  const std::vector<std::string> extra = {"--epochs", "100", "--max-steps", "6", "--lr", "2e-3", "--seed", "3",
+                                          "--max-length", "32", "--batch-size", "8", "--max-grad-norm", "0"};
+  ASSERT_EQ(RunDserve(TrainArgs(r, "classify", r.dir + "/clean", extra), r.dir + "/clean.log"), 0)
+      << ReadAll(r.dir + "/clean.log");
+  ::setenv("DSERVE_TEST_NAN_GRADIENT_STEPS", "3", 1);
+  const int rc = RunDserve(TrainArgs(r, "classify", r.dir + "/poisoned", extra), r.dir + "/poisoned.log");
+  ::unsetenv("DSERVE_TEST_NAN_GRADIENT_STEPS");
+  const std::string log = ReadAll(r.dir + "/poisoned.log");
+  ASSERT_EQ(rc, 0) << log;
+  EXPECT_TRUE(absl::StrContains(log, "step 3: gradient norm is nan; update skipped")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "skipped 1 ETA")) << log;  // the progress line
+  auto rows = ReadCsv(r.dir + "/poisoned/metrics.csv");
+  ASSERT_EQ(rows.size(), 6u);
+  for (size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(rows[i].at("skipped_steps"), i < 2 ? "0" : "1") << i;
+  EXPECT_EQ(ReadJson(r.dir + "/poisoned/trainer_state/state.json")["skipped_steps"], 1);
+  const auto clean = Losses(r.dir + "/clean/metrics.csv"), poisoned = Losses(r.dir + "/poisoned/metrics.csv");
+  for (size_t i = 0; i < 3; ++i) EXPECT_DOUBLE_EQ(poisoned[i], clean[i]) << "step " << i + 1;  // before the skip
+  EXPECT_NE(poisoned[3], clean[3]);  // step 3's update never happened
+  for (double loss : poisoned) EXPECT_TRUE(std::isfinite(loss));
+  ExpectServable(r.dir + "/poisoned/best", Task::kClassify);  // finite weights
+}
+
+// Issue 18, defect 2: --task mlm (--objective sop) from a checkpoint without
+// the MLM and SOP heads says which heads it drew fresh. Before the fix a
+// string comparison never matched and nothing was said.
+TEST(TrainMlm, InitWithoutTheHeadsSaysWhichHeadsItInitialised) {
+  Workdir r = Prepare("mlm_heads", SmallConfig("cls_factorized", 32, 4, 0.0), ToyIntents(0), ToyIntents(1), "jsonl");
+  const std::string cls = r.dir + "/cls";
+  ASSERT_EQ(RunDserve(TrainArgs(r, "classify", cls, {"--max-steps", "1", "--max-length", "32"}), cls + ".log"), 0)
+      << ReadAll(cls + ".log");
+  WriteText(r.dir + "/corpus.txt", ToyCorpus(2, 40));
+  const std::string log = r.dir + "/mlm.log";
+  ASSERT_EQ(RunDserve({"train", "--task", "mlm", "--train", r.dir + "/corpus.txt", "--init", cls + "/best", "--out",
+                       r.dir + "/mlm", "--objective", "sop", "--max-steps", "1", "--max-length", "64", "--threads",
+                       "1"},
+                      log),
+            0)
+      << ReadAll(log);
+  const std::string text = ReadAll(log);
+  EXPECT_TRUE(absl::StrContains(text, "MLM head initialised (no MLM head tensors in the checkpoint)")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "SOP head initialised (no dserve_sop.* tensors in the checkpoint)")) << text;
+  // The run records its data order's generator (defect 4).
+  EXPECT_EQ(ReadJson(r.dir + "/mlm/trainer_state/state.json")["data_order"],
+            "mt19937_64, Fisher-Yates from the back, rejection-sampled indices");
+}
+
+// Issue 18, defect 3: --resume with ranks that do not share OUT (here: rank
+// 1's --out has no trainer_state) is refused on every rank with a message
+// naming the cause, instead of ranks resuming from different steps (a hang
+// or diverged weights before the fix).
+TEST(TrainDistributed, ResumeWithoutASharedOutIsRefused) {
+  Workdir r = Prepare("ddp_resume", SmallConfig("cls_factorized", 32, 4, 0.0), ToyIntents(0), ToyIntents(1), "jsonl");
+  const std::string shared = r.dir + "/rank0", other = r.dir + "/rank1";
+  const std::vector<std::string> common = {"--epochs", "100", "--batch-size", "4", "--seed", "5", "--max-length", "32",
+                                           "--save-every", "1"};
+  auto with = [&](std::vector<std::string> extra) {
+    auto v = common;
+    v.insert(v.end(), extra.begin(), extra.end());
+    return v;
+  };
+  ASSERT_EQ(RunDserve(TrainArgs(r, "classify", shared, with({"--max-steps", "2", "--nproc", "2"})), r.dir + "/a.log"),
+            0)
+      << ReadAll(r.dir + "/a.log");
+  const int port = 20000 + static_cast<int>(getpid() % 20000);
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < 2; ++rank) {
+    auto args = TrainArgs(r, "classify", rank == 0 ? shared : other,
+                          with({"--max-steps", "4", "--resume", "--world-size", "2", "--rank", std::to_string(rank),
+                                "--master-addr", "127.0.0.1", "--master-port", std::to_string(port)}));
+    pids.push_back(StartDserve(args, r.dir + "/resume" + std::to_string(rank) + ".log"));
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string log = ReadAll(r.dir + "/resume" + std::to_string(rank) + ".log");
+    EXPECT_NE(WaitExit(pids[static_cast<size_t>(rank)]), 0) << log;
+    const std::string text = ReadAll(r.dir + "/resume" + std::to_string(rank) + ".log");
+    EXPECT_TRUE(absl::StrContains(text, "--resume: the ranks disagree on where to resume")) << text;
+    EXPECT_TRUE(absl::StrContains(text, rank == 0 ? "this rank 0: trainer_state at step 2; others: no trainer_state"
+                                                  : "this rank 1: no trainer_state; others: trainer_state at step 2"))
+        << text;
+  }
+  EXPECT_EQ(Losses(shared + "/metrics.csv").size(), 2u);  // nothing trained past the refusal
 }
 
 TEST(TrainCli, OptionErrorsExitTwo) {
