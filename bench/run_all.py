@@ -91,7 +91,9 @@ MODES = {
     # *_repeats: timed forwards inside each process (its median is taken);
     # warmup: untimed forwards before them, the same for ours and eager (with
     # 1, the first dtype of a `dserve bench` process ran ~12% slow: its heap
-    # was still growing).
+    # was still growing); long_*: the long-sequence section (its own rounds).
+    # tiny pack_duration 2 s: with 1 s, a run on a machine busy with compilers
+    # once saw no call complete in the window (codes {}).
     "full": dict(rounds=3, enc_repeats=5, lat_repeats=10, warmup=3, serve_repeats=3, serve_duration=5,
                  serve_warmup=2, engine_lines=2048, pack_repeats=3, pack_duration=5, pack_warmup=1,
                  tok_repeats=5, rss_requests=64, rss_concurrency=16, long_length=512, long_repeats=3,
@@ -101,7 +103,7 @@ MODES = {
                   tok_repeats=3, rss_requests=32, rss_concurrency=16, long_length=512, long_repeats=2,
                   long_warmup=1, long_rounds=1),
     "tiny": dict(rounds=1, enc_repeats=1, lat_repeats=1, warmup=0, serve_repeats=1, serve_duration=1,
-                 serve_warmup=0.5, engine_lines=64, pack_repeats=1, pack_duration=1, pack_warmup=0.5,
+                 serve_warmup=0.5, engine_lines=64, pack_repeats=1, pack_duration=2, pack_warmup=0.5,
                  tok_repeats=1, rss_requests=16, rss_concurrency=8, long_length=256, long_repeats=1,
                  long_warmup=0, long_rounds=1),
 }
