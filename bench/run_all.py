@@ -65,6 +65,7 @@ import os
 import platform
 import random
 import re
+import resource
 import shlex
 import shutil
 import statistics
@@ -114,6 +115,18 @@ WORDS = ("the a customer order refund billing password reset shipping parcel lat
          "support ticket status update fast slow again still never").split()
 
 
+def cpu_jiffies():
+    """(total, busy) jiffies of the whole machine since boot, from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return sum(v), sum(v) - v[3] - v[4]  # busy = all but idle + iowait
+
+
+def children_cpu_s():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def log(msg):
     print(f"[run_all {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
@@ -157,14 +170,22 @@ class Harness:
         self.dtypes = [d for d in args.dtypes.split(",") if d]
         self.ort, self.ort_skip = self.ort_status()
         self.ort_exports = {}
+        self.last_others = 0.0
+        self.others_cpu = []  # other work's CPU share during each timed encoder process (ours, eager, ORT)
         self.ort_errors = {}  # section -> message: an ORT failure there leaves the eager rows standing
 
     # ------------------------------------------------------------------ helpers
     def run(self, cmd, name, env=None, stdin=None, timeout=900):
         t0 = time.time()
+        (j0, b0), c0 = cpu_jiffies(), children_cpu_s()
         p = subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env or self.env, timeout=timeout)
+        (j1, b1), c1 = cpu_jiffies(), children_cpu_s()
+        # Other work's share of the machine's CPU while this process ran (busy jiffies not spent by it): on a
+        # shared machine it says which timings were taken beside a compiler (0 = nothing else ran).
+        self.last_others = max(0.0, (b1 - b0) - (c1 - c0) * os.sysconf("SC_CLK_TCK")) / max(1, j1 - j0)
         with open(os.path.join(self.raw, name + ".log"), "a") as f:
-            f.write(f"$ {' '.join(cmd)}  ({time.time() - t0:.1f} s, rc {p.returncode})\n{p.stdout}\n{p.stderr}\n")
+            f.write(f"$ {' '.join(cmd)}  ({time.time() - t0:.1f} s, rc {p.returncode}, other work "
+                    f"{100 * self.last_others:.0f}% of the CPU)\n{p.stdout}\n{p.stderr}\n")
         if p.returncode != 0:
             raise Failure(f"{os.path.basename(cmd[0])} {' '.join(cmd[1:3])} exited {p.returncode}: "
                           f"{p.stderr.strip()[-600:]}")
@@ -250,8 +271,11 @@ class Harness:
                         str(self.threads), "--dtypes", dtypes, "--json"],
                        f"encoder_ours_b{batch}" + ("" if length == 128 else f"_l{length}"))
         r = self.last_json(out)
+        r["others_cpu"] = self.last_others
         log(f"round {round_no}: ours {batch}x{length} " + ", ".join(
-            f"{d} {v['median_s']:.4f} s (MFU {100 * v['mfu_vs_matmul']:.1f}%)" for d, v in r["dtypes"].items()))
+            f"{d} {v['median_s']:.4f} s (MFU {100 * v['mfu_vs_matmul']:.1f}%)" for d, v in r["dtypes"].items())
+            + f"; other work {100 * self.last_others:.0f}% of the CPU")
+        self.others_cpu.append(self.last_others)
         return r
 
     def eager(self, batch, dtype, malloc, repeats, round_no, shape_arg=None, length=128, warmup=None):
@@ -266,7 +290,10 @@ class Harness:
                         str(repeats), "--warmup", str(warmup), "--json", *shape_arg],
                        f"encoder_eager_b{batch}" + ("" if length == 128 else f"_l{length}"), env=env)
         r = self.last_json(out)
-        log(f"round {round_no}: eager {batch}x{length} {dtype} malloc {malloc}: {r['median_s']:.4f} s")
+        r["others_cpu"] = self.last_others
+        log(f"round {round_no}: eager {batch}x{length} {dtype} malloc {malloc}: {r['median_s']:.4f} s; other work "
+            f"{100 * self.last_others:.0f}% of the CPU")
+        self.others_cpu.append(self.last_others)
         return r
 
     # ------------------------------------------------------------------ ONNX Runtime peer (issue 19)
@@ -310,8 +337,11 @@ class Harness:
         r = self.last_json(self.run([self.ort["node"], os.path.join(ONNX_DIR, "ort_bench.js"), "--dir", d,
                                      "--threads", str(self.threads), "--repeats", str(repeats), "--warmup",
                                      str(warmup), "--json"], f"encoder_ort_b{batch}_l{length}", env=env))
+        r["others_cpu"] = self.last_others
+        self.others_cpu.append(self.last_others)
         log(f"round {round_no}: ORT {batch}x{length} fp32: {r['median_s']:.4f} s (max |ORT - eager| logits "
-            f"{r['max_abs_diff_logits']:.2e}, hidden {r['max_abs_diff_hidden']:.2e})")
+            f"{r['max_abs_diff_logits']:.2e}, hidden {r['max_abs_diff_hidden']:.2e}); other work "
+            f"{100 * self.last_others:.0f}% of the CPU")
         bad = [k for k in ("max_abs_diff_logits", "max_abs_diff_hidden") if not r[k] <= ORT_MAX_DIFF]
         if bad:
             raise Failure(f"ORT {batch}x{length} outputs differ from eager fp32: " + ", ".join(
@@ -1032,6 +1062,11 @@ class Harness:
                 lines.append(f"| {b}x{L} | fp32 | {LG[f'ours_{b}_s']:.4f} s | {LG[f'eager_{b}_s']:.4f} s (tuned) | "
                              f"{o} | {med(LG[f'ratio_eager_{b}']):.2f}x | {r} |")
         note = f"ORT column: {self.ort_skip}.\n" if self.ort_skip else ""
+        if self.others_cpu:
+            o = self.others_cpu
+            note += (f"Other work's share of the machine's CPU while these processes ran: median "
+                     f"{100 * statistics.median(o):.0f}%, max {100 * max(o):.0f}% over {len(o)} processes (0% = "
+                     f"nothing else ran; above a few percent the figures are unreliable).\n")
         return ("Model forward side by side (medians over rounds; ratios: peer s / dserve s, the median of the "
                 "per-round ratios, > 1 = dserve faster):\n\n" + "\n".join(lines) + "\n\n" + note)
 
