@@ -24,6 +24,8 @@ namespace {
 constexpr char kConfig[] = "config.json";
 constexpr char kWeights[] = "model.safetensors";
 constexpr char kWeightIndex[] = "model.safetensors.index.json";
+constexpr char kPytorchBin[] = "pytorch_model.bin";  // torch.save's state_dict (pytorch_bin.h)
+constexpr char kPytorchBinIndex[] = "pytorch_model.bin.index.json";
 constexpr char kSpm[] = "spm.model";
 constexpr char kTokenizerJson[] = "tokenizer.json";
 constexpr char kAddedTokens[] = "added_tokens.json";
@@ -116,7 +118,7 @@ absl::Status WriteFileSynced(const std::string& path, const std::string& content
   return absl::OkStatus();
 }
 
-absl::Status ResolveShards(const std::string& dir, CheckpointFiles* files) {
+absl::Status ResolveShards(const std::string& dir, const char* index_name, CheckpointFiles* files) {
   const std::string& index_path = files->weight_index;
   ASSIGN_OR_RETURN(std::string text, ReadFile(index_path));
   nlohmann::json index;
@@ -146,7 +148,7 @@ absl::Status ResolveShards(const std::string& dir, CheckpointFiles* files) {
   for (const std::string& shard : shards) {
     if (!IsRegularFile(shard)) {
       return absl::NotFoundError(absl::StrCat("checkpoint ", dir, ": shard ", shard,
-                                              " listed in ", kWeightIndex, " is missing"));
+                                              " listed in ", index_name, " is missing"));
     }
   }
   files->weights.assign(shards.begin(), shards.end());
@@ -280,20 +282,23 @@ absl::StatusOr<CheckpointFiles> ResolveCheckpoint(const std::string& dir) {
   if (!IsRegularFile(files.config)) {
     return absl::NotFoundError(absl::StrCat("checkpoint ", dir, ": ", kConfig, " is missing"));
   }
-  const std::string single = Join(dir, kWeights);
-  const std::string index = Join(dir, kWeightIndex);
-  if (IsRegularFile(single)) {
-    files.weights.push_back(single);
-  } else if (IsRegularFile(index)) {
-    files.weight_index = index;
-    RETURN_IF_ERROR(ResolveShards(dir, &files));
-  } else {
-    std::string hint;
-    if (Exists(Join(dir, "pytorch_model.bin"))) {
-      hint = " (pytorch_model.bin is not supported: convert it to safetensors)";
+  // safetensors first: it is mapped, not read, and holds no pickle.
+  bool found = false;
+  for (auto [single, index] : {std::pair{kWeights, kWeightIndex}, std::pair{kPytorchBin, kPytorchBinIndex}}) {
+    if (IsRegularFile(Join(dir, single))) {
+      files.weights.push_back(Join(dir, single));
+    } else if (IsRegularFile(Join(dir, index))) {
+      files.weight_index = Join(dir, index);
+      RETURN_IF_ERROR(ResolveShards(dir, index, &files));
+    } else {
+      continue;
     }
-    return absl::NotFoundError(absl::StrCat("checkpoint ", dir, ": ", kWeights, " (or ",
-                                            kWeightIndex, ") is missing", hint));
+    found = true;
+    break;
+  }
+  if (!found) {
+    return absl::NotFoundError(absl::StrCat("checkpoint ", dir, ": ", kWeights, " (or ", kWeightIndex, ", ",
+                                            kPytorchBin, ", ", kPytorchBinIndex, ") is missing"));
   }
   if (IsRegularFile(Join(dir, kSpm))) {
     files.tokenizer_kind = TokenizerKind::kSentencePiece;

@@ -4,7 +4,10 @@
 // Layout read:
 //   config.json                       required
 //   model.safetensors                 or
-//   model.safetensors.index.json      {"weight_map": {tensor name: shard file}}
+//   model.safetensors.index.json      {"weight_map": {tensor name: shard file}}, or
+//   pytorch_model.bin                 (torch.save state_dict: pytorch_bin.h), or
+//   pytorch_model.bin.index.json      (its shards, the same index layout);
+//                                     the first that exists is used
 //   spm.model                         else spiece.model (ALBERT), else
 //                                     tokenizer.json; none is allowed
 //   added_tokens.json                 optional (DeBERTa-v3's [MASK])
@@ -34,8 +37,10 @@ enum class TokenizerKind { kNone, kSentencePiece, kTokenizerJson };
 struct CheckpointFiles {
   std::string dir;
   std::string config;                // dir/config.json
-  std::vector<std::string> weights;  // model.safetensors, or the shards in sorted order
-  std::string weight_index;          // model.safetensors.index.json when sharded, else ""
+  // model.safetensors or pytorch_model.bin, or the shards in sorted order
+  // (a ".bin" path is a torch.save file, any other a safetensors file).
+  std::vector<std::string> weights;
+  std::string weight_index;  // the *.index.json when sharded, else ""
   // Sharded only: tensor name -> shard path (as listed in `weights`).
   std::map<std::string, std::string> weight_map;
   TokenizerKind tokenizer_kind = TokenizerKind::kNone;
@@ -49,8 +54,7 @@ struct CheckpointFiles {
 // then its best/ is resolved (files.dir says so) and the log says it once.
 // Errors name the directory and
 // the missing file: NotFound when `dir` or config.json is missing, or when
-// neither model.safetensors nor model.safetensors.index.json exists (a
-// pytorch_model.bin is mentioned as unsupported); InvalidArgument for a
+// none of the four weight files exists; InvalidArgument for a
 // malformed index (not JSON, no "weight_map" object, a shard name that is not
 // a plain file name) and NotFound for a listed shard that is missing. Only
 // checks existence: the files are parsed by their own readers.

@@ -46,7 +46,19 @@ struct TensorView {
   int64_t numel() const;
 };
 
-class SafetensorsFile {
+// A file of named tensors: safetensors (below) or a torch.save state_dict
+// (pytorch_bin.h). Views stay valid as long as the file object lives;
+// read-only, so safe to use from several threads.
+class TensorFile {
+ public:
+  virtual ~TensorFile() = default;
+  virtual const std::string& path() const = 0;
+  // nullptr when absent.
+  virtual const TensorView* Find(std::string_view name) const = 0;
+  virtual const std::vector<TensorView>& tensors() const = 0;
+};
+
+class SafetensorsFile final : public TensorFile {
  public:
   struct Options {
     // Header larger than this is rejected (the format's reference
@@ -70,15 +82,15 @@ class SafetensorsFile {
   static absl::StatusOr<std::unique_ptr<SafetensorsFile>> FromBytes(std::string name,
                                                                     std::string bytes,
                                                                     const Options& options);
-  ~SafetensorsFile();
+  ~SafetensorsFile() override;
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const override { return path_; }
   // nullptr when absent.
-  const TensorView* Find(std::string_view name) const;
+  const TensorView* Find(std::string_view name) const override;
   // In file order of data offsets.
-  const std::vector<TensorView>& tensors() const { return tensors_; }
+  const std::vector<TensorView>& tensors() const override { return tensors_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:

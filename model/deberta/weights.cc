@@ -1,6 +1,7 @@
 #include "model/deberta/weights.h"
 
 #include "absl/strings/match.h"
+#include "model/checkpoint/pytorch_bin.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "model/deberta/torch_util.h"
@@ -14,16 +15,21 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
 }
 }  // namespace
 
-WeightStore::WeightStore(std::vector<std::unique_ptr<SafetensorsFile>> files,
+WeightStore::WeightStore(std::vector<std::unique_ptr<TensorFile>> files,
                          torch::ScalarType dtype, torch::Device device)
     : files_(std::move(files)), dtype_(dtype), device_(device) {}
 
 absl::StatusOr<std::unique_ptr<WeightStore>> WeightStore::Open(
     const std::vector<std::string>& paths, torch::ScalarType dtype, torch::Device device) {
-  std::vector<std::unique_ptr<SafetensorsFile>> files;
+  std::vector<std::unique_ptr<TensorFile>> files;
   for (const auto& path : paths) {
-    ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open(path));
-    files.push_back(std::move(file));
+    if (absl::EndsWith(path, ".bin")) {
+      ASSIGN_OR_RETURN(auto file, PytorchBinFile::Open(path));
+      files.push_back(std::move(file));
+    } else {
+      ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open(path));
+      files.push_back(std::move(file));
+    }
   }
   return std::make_unique<WeightStore>(std::move(files), dtype, device);
 }

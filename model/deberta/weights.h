@@ -3,6 +3,8 @@
 // ("deberta." by default, "albert." for ALBERT; bare DebertaV2Model /
 // AlbertModel files have no prefix), convert to the requested dtype and
 // device, and record what was used so the loader can report unused tensors.
+// The files are safetensors or torch.save state_dicts (pytorch_model.bin):
+// the names, conversions and errors are the same for both.
 #pragma once
 
 #include <memory>
@@ -21,10 +23,11 @@ namespace dserve {
 class WeightStore {
  public:
   // Takes ownership of the open files (one, or the shards of an index).
-  WeightStore(std::vector<std::unique_ptr<SafetensorsFile>> files, torch::ScalarType dtype,
+  WeightStore(std::vector<std::unique_ptr<TensorFile>> files, torch::ScalarType dtype,
               torch::Device device);
 
-  // Opens each path. Errors name the file.
+  // Opens each path: a ".bin" as a torch.save file (PytorchBinFile), any
+  // other as safetensors. Errors name the file.
   static absl::StatusOr<std::unique_ptr<WeightStore>> Open(const std::vector<std::string>& paths,
                                                            torch::ScalarType dtype,
                                                            torch::Device device);
@@ -51,7 +54,7 @@ class WeightStore {
 
  private:
   const TensorView* Find(const std::string& name) const;
-  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::vector<std::unique_ptr<TensorFile>> files_;
   torch::ScalarType dtype_;
   torch::Device device_;
   std::set<std::string> used_;

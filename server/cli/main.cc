@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "model/tools/bench_command.h"
+#include "model/tools/convert_command.h"
 #include "model/tools/forward_command.h"
 #ifdef DSERVE_HAVE_TOKENIZER
 #include "model/tools/tokenize_command.h"
@@ -39,6 +40,14 @@ int main(int argc, char** argv) {
   fwd->add_option("--dtype", forward.dtype, "fp32|bf16|fp16")->capture_default_str();
   fwd->add_option("--device", forward.device, "auto|cpu|cuda|cuda:N")->capture_default_str();
   fwd->add_flag("--hidden", forward.hidden, "also print last_hidden_state");
+
+  // convert
+  dserve::ConvertCommandOptions convert;
+  auto* conv = app.add_subcommand(
+      "convert", "Write a safetensors checkpoint directory from a checkpoint (pytorch_model.bin, shards, ...)");
+  conv->add_option("--model", convert.model_dir, "checkpoint directory to read")->required();
+  conv->add_option("--out", convert.out_dir, "new directory: model.safetensors, config and tokenizer files copied")
+      ->required();
 
   // tokenize
   std::string tokenize_model;
@@ -106,6 +115,7 @@ int main(int argc, char** argv) {
   dserve::SetLogLevel(log_level);
 
   if (fwd->parsed()) return dserve::RunForwardCommand(forward, std::cin, std::cout, std::cerr);
+  if (conv->parsed()) return dserve::RunConvertCommand(convert, std::cout, std::cerr);
   if (tok->parsed()) {
 #ifdef DSERVE_HAVE_TOKENIZER
     return dserve::RunTokenizeCommand(tokenize_model, std::cin, std::cout, std::cerr);

@@ -70,9 +70,9 @@ TEST(ResolveCheckpoint, MissingPieces) {
               HasSubstr("checkpoint " + dir.path() + ": config.json is missing"));
 
   WriteText(dir.File("config.json"), "{}");
-  WriteText(dir.File("pytorch_model.bin"), "x");
   files = ResolveCheckpoint(dir.path());
   ASSERT_FALSE(files.ok());
+  EXPECT_EQ(files.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(files.status().message()), HasSubstr("model.safetensors"));
   EXPECT_THAT(std::string(files.status().message()), HasSubstr("pytorch_model.bin"));
 
@@ -154,6 +154,48 @@ TEST(ResolveCheckpoint, ShardedIndexAndTokenizerChoice) {
   files = ResolveCheckpoint(dir.path());
   ASSERT_FALSE(files.ok());
   EXPECT_THAT(std::string(files.status().message()), HasSubstr("not valid JSON"));
+}
+
+TEST(ResolveCheckpoint, PytorchBinWhenThereIsNoSafetensors) {
+  TempDir dir;
+  WriteText(dir.File("config.json"), "{}");
+  WriteText(dir.File("pytorch_model.bin"), "x");
+  absl::StatusOr<CheckpointFiles> files = ResolveCheckpoint(dir.path());
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_THAT(files->weights, ElementsAre(dir.File("pytorch_model.bin")));
+  EXPECT_EQ(files->weight_index, "");
+
+  // safetensors wins, single or sharded.
+  WriteText(dir.File("model.safetensors.index.json"), R"({"weight_map": {"a": "model-1.safetensors"}})");
+  WriteText(dir.File("model-1.safetensors"), "x");
+  files = ResolveCheckpoint(dir.path());
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_THAT(files->weights, ElementsAre(dir.File("model-1.safetensors")));
+  WriteText(dir.File("model.safetensors"), "x");
+  files = ResolveCheckpoint(dir.path());
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_THAT(files->weights, ElementsAre(dir.File("model.safetensors")));
+}
+
+TEST(ResolveCheckpoint, ShardedPytorchBin) {
+  TempDir dir;
+  WriteText(dir.File("config.json"), "{}");
+  WriteText(dir.File("pytorch_model.bin.index.json"),
+            R"({"metadata": {"total_size": 8}, "weight_map": {
+                 "a.weight": "pytorch_model-00001-of-00002.bin",
+                 "b.weight": "pytorch_model-00002-of-00002.bin"}})");
+  WriteText(dir.File("pytorch_model-00001-of-00002.bin"), "x");
+  absl::StatusOr<CheckpointFiles> files = ResolveCheckpoint(dir.path());
+  ASSERT_FALSE(files.ok());
+  EXPECT_THAT(std::string(files.status().message()),
+              HasSubstr("pytorch_model-00002-of-00002.bin listed in pytorch_model.bin.index.json is missing"));
+  WriteText(dir.File("pytorch_model-00002-of-00002.bin"), "x");
+  files = ResolveCheckpoint(dir.path());
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_EQ(files->weight_index, dir.File("pytorch_model.bin.index.json"));
+  EXPECT_THAT(files->weights, ElementsAre(dir.File("pytorch_model-00001-of-00002.bin"),
+                                          dir.File("pytorch_model-00002-of-00002.bin")));
+  EXPECT_EQ(files->weight_map.at("b.weight"), dir.File("pytorch_model-00002-of-00002.bin"));
 }
 
 // Writes a checkpoint, resolves it and reads every file back.
