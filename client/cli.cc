@@ -226,7 +226,7 @@ void AddGlobalFlags(CLI::App& app, GlobalFlags* g) {
   app.add_option("--target", g->target,
                  "Server: host:port or a gRPC target such as ipv4:127.0.0.1:5001,127.0.0.1:5002")
       ->capture_default_str();
-  app.add_option("--lb", g->lb, "Load-balancing policy over the target's addresses")
+  app.add_option("--lb", g->lb, "Load-balancing policy over the target's addresses (default: round_robin, through the default service config)")
       ->check(CLI::IsMember({"round_robin", "pick_first"}));
   app.add_option("--tls-ca", g->tls_ca, "PEM CA of the server certificate (enables TLS)")
       ->check(CLI::ExistingFile);

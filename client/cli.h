@@ -1,5 +1,5 @@
 // The `dserve-client` command line (DESIGN §3):
-//   dserve-client [--target ADDR] [--lb round_robin] [--tls-ca F] [--token-file F]
+//   dserve-client [--target ADDR] [--lb round_robin|pick_first] [--tls-ca F] [--token-file F]
 //                 [--timeout-ms N] [--max-attempts N] [--json] COMMAND
 // COMMAND: classify, answer, rerank, models, health, load (see --help).
 // Exit codes: 0 success; 1 the call failed (the gRPC code name and message

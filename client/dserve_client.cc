@@ -17,6 +17,10 @@
 namespace dserve {
 namespace {
 
+// The channel's default service config when no lb_policy is given
+// (ClientOptions::lb_policy).
+constexpr char kDefaultServiceConfig[] = R"({"loadBalancingConfig":[{"round_robin":{}}]})";
+
 constexpr std::string_view kCodeNames[] = {
     "OK",
     "CANCELLED",
@@ -157,7 +161,13 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
   auto credentials = Credentials(options);
   if (!credentials.ok()) return credentials.status();
   grpc::ChannelArguments args;
-  if (!options.lb_policy.empty()) args.SetLoadBalancingPolicyName(options.lb_policy);
+  if (!options.lb_policy.empty()) {
+    args.SetLoadBalancingPolicyName(options.lb_policy);
+  } else {
+    // Only when the user chose none: a service config's policy would
+    // override SetLoadBalancingPolicyName.
+    args.SetServiceConfigJSON(kDefaultServiceConfig);
+  }
   args.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   args.SetMaxSendMessageSize(-1);
   // A private subchannel pool and a distinct argument keep channels with

@@ -34,8 +34,13 @@ struct ClientOptions {
   // gRPC target: "host:port", or a resolver URI such as
   // "ipv4:127.0.0.1:5001,127.0.0.1:5002" or "dns:///dserve-headless:5001".
   std::string target = "localhost:5001";
-  // Load-balancing policy: "" (gRPC's default, pick_first) or "round_robin"
-  // (spread calls over every address the target resolves to).
+  // Load-balancing policy: "round_robin" (spread calls over every address
+  // the target resolves to) or "pick_first". "" (default): round_robin
+  // through a default service config ({"loadBalancingConfig":
+  // [{"round_robin":{}}]}), which a service config from the resolver
+  // overrides; so "dns:///dserve-headless:5001" (a Kubernetes headless
+  // Service) spreads calls over every pod, and the server's GOAWAY (drain,
+  // --max-connection-age-s) makes the channel re-resolve and rebalance.
   std::string lb_policy;
   // PEM file with the CA that signed the server's certificate; empty =
   // plaintext.

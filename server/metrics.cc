@@ -168,6 +168,11 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                   .Name("dserve_model_reloads_total")
                   .Help("Checkpoint reloads of a served model (--watch, SIGHUP), by result: ok or failed.")
                   .Register(r);
+  preprocessing_ = &prometheus::BuildGauge()
+                        .Name("dserve_preprocessing_requests")
+                        .Help("Requests being parsed and tokenized now (at most --max-concurrent-preprocess).")
+                        .Register(r)
+                        .Add({});
   prometheus::BuildGauge()
       .Name("dserve_build_info")
       .Help("Build of this binary (value 1).")
@@ -225,6 +230,8 @@ void Metrics::OnReload(const std::string& model, bool ok) {
 void Metrics::OnUnroutedRequest(const std::string& method, const std::string& code) {
   requests_->Add({{"model", ""}, {"task", method}, {"code", code}}).Increment();
 }
+
+void Metrics::SetPreprocessing(int requests) { preprocessing_->Set(static_cast<double>(requests)); }
 
 ModelMetrics::ModelMetrics(Metrics* m, const std::string& model, const std::string& task,
                            const std::string& device)

@@ -83,6 +83,9 @@ class Metrics {
   void OnReload(const std::string& model, bool ok);
   // Requests rejected before reaching a model (unknown model, auth, draining).
   void OnUnroutedRequest(const std::string& method, const std::string& code);
+  // dserve_preprocessing_requests: requests being parsed and tokenized now
+  // (at most --max-concurrent-preprocess).
+  void SetPreprocessing(int requests);
   // Text exposition of everything (for tests and `dserve-client metrics`).
   std::string Scrape() const;
 
@@ -105,6 +108,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* no_answer_;
   prometheus::Family<prometheus::Gauge>* model_info_;
   prometheus::Family<prometheus::Counter>* reloads_;
+  prometheus::Gauge* preprocessing_;
   absl::Mutex info_mu_;
   std::map<std::string, prometheus::Gauge*> info_by_model_ ABSL_GUARDED_BY(info_mu_);
 };

@@ -80,6 +80,15 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
       ->capture_default_str();
   app->add_option("--drain-timeout-s", o->drain_timeout_s, "seconds in-flight calls get on SIGTERM")
       ->capture_default_str();
+  app->add_option("--max-connection-age-s", o->max_connection_age_s,
+                  "GOAWAY on connections older than this, seconds (+-10%), so clients rebalance; 0 = never")
+      ->capture_default_str();
+  app->add_option("--max-connection-age-grace-s", o->max_connection_age_grace_s,
+                  "calls on a connection past its age get this long, seconds, before it is closed")
+      ->capture_default_str();
+  app->add_option("--max-concurrent-preprocess", o->max_concurrent_preprocess,
+                  "requests parsed and tokenized at once; more get RESOURCE_EXHAUSTED (0 = auto: 2 x cores, >= 4)")
+      ->capture_default_str();
   app->add_option("--watch", o->watch_s,
                   "hot reload: poll the model directories every SECONDS (alone: 2; default off); SIGHUP checks at once")
       ->expected(0, 1)
@@ -161,8 +170,20 @@ absl::Status ValidateServeOptions(const ServeOptions& o) {
   if (!(o.watch_s >= 0) || o.watch_s > 86400) {
     return absl::InvalidArgumentError(absl::StrCat("--watch must be between 0 and 86400 seconds (got ", o.watch_s, ")"));
   }
-  if (o.workers < 0 || o.threads_per_worker < 0 || o.drain_timeout_s < 0) {
-    return absl::InvalidArgumentError("--workers, --threads-per-worker and --drain-timeout-s must be >= 0");
+  if (o.workers < 0 || o.threads_per_worker < 0 || o.drain_timeout_s < 0 || o.max_concurrent_preprocess < 0) {
+    return absl::InvalidArgumentError(
+        "--workers, --threads-per-worker, --drain-timeout-s and --max-concurrent-preprocess must be >= 0");
+  }
+  for (auto [flag, value] : std::initializer_list<std::pair<const char*, double>>{
+           {"--max-connection-age-s", o.max_connection_age_s},
+           {"--max-connection-age-grace-s", o.max_connection_age_grace_s}}) {
+    // gRPC takes milliseconds as an int.
+    if (!(value >= 0) || value > 86400 * 24) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, " must be between 0 and ", 86400 * 24, " (got ", value, ")"));
+    }
+  }
+  if (o.max_connection_age_s > 0 && o.max_connection_age_s < 0.001) {
+    return absl::InvalidArgumentError("--max-connection-age-s must be 0 (never) or at least 0.001");
   }
   if (o.tls_cert.empty() != o.tls_key.empty()) {
     return absl::InvalidArgumentError("--tls-cert and --tls-key must be given together");

@@ -54,7 +54,24 @@ struct ServeOptions {
   bool packing = true;                 // length-aware packing
   double max_padding_ratio = 1.15;     // packed batches: padded <= ratio x real tokens; 0 = no bound
   // Graceful drain on SIGTERM/SIGINT: in-flight calls get this long, seconds. Default 30.
+  // The drain sends GOAWAY at once (clients stop sending here and reconnect
+  // elsewhere) while accepted calls finish.
   int drain_timeout_s = 30;
+  // Connections older than this get a GOAWAY (gRPC's max_connection_age,
+  // +-10% jitter), seconds, so clients re-resolve and round-robin load
+  // balancing spreads long-lived channels over new replicas; 0 = never.
+  // Default 300 (the connection is re-made every ~5 minutes; calls are not
+  // disturbed: new calls go to the new connection).
+  double max_connection_age_s = 300;
+  // After that GOAWAY, calls still running on the old connection get this
+  // long before it is closed, seconds (max_connection_age_grace). Default 30.
+  double max_connection_age_grace_s = 30;
+  // Requests parsed and tokenized at the same time (on gRPC threads); one
+  // more gets RESOURCE_EXHAUSTED at once, before it is parsed (the client
+  // retries with backoff; a gRPC thread never waits). 0 = auto: 2 x the
+  // usable cores, at least 4 (tokenization is CPU-bound: more only adds
+  // contention and memory).
+  int max_concurrent_preprocess = 0;
   // Hot reload: poll each model directory every this many seconds and load
   // a new checkpoint once it is stable (identical on two polls); 0 = no
   // polling (SIGHUP still checks at once). `--watch` alone = 2 s.

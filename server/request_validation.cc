@@ -139,8 +139,52 @@ absl::StatusOr<Truncation> ToTruncation(v1::Truncation t, Truncation default_val
   }
 }
 
+absl::Status CheckClassifyLimits(const v1::ClassifyRequest& request, const ServeOptions& limits) {
+  if (auto s = CheckCount("texts", request.texts_size(), limits.max_texts_per_request, "--max-texts-per-request");
+      !s.ok()) {
+    return s;
+  }
+  if (auto t = ToTruncation(request.truncation(), Truncation::kLongestFirst); !t.ok()) return t.status();
+  for (int i = 0; i < request.texts_size(); ++i) {
+    if (auto s = CheckText(absl::StrCat("texts[", i, "]"), request.texts(i), limits.max_text_bytes); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckAnswerLimits(const v1::AnswerRequest& request, const ServeOptions& limits) {
+  if (auto s = CheckText("question", request.question(), limits.max_text_bytes); !s.ok()) return s;
+  if (auto s = CheckCount("contexts", request.contexts_size(), limits.max_contexts_per_request,
+                          "--max-contexts-per-request");
+      !s.ok()) {
+    return s;
+  }
+  for (int c = 0; c < request.contexts_size(); ++c) {
+    if (auto s = CheckText(absl::StrCat("contexts[", c, "]"), request.contexts(c), limits.max_text_bytes); !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRerankLimits(const v1::RerankRequest& request, const ServeOptions& limits) {
+  if (auto s = CheckText("query", request.query(), limits.max_text_bytes); !s.ok()) return s;
+  if (auto s = CheckCount("documents", request.documents_size(), limits.max_documents_per_request,
+                          "--max-documents-per-request");
+      !s.ok()) {
+    return s;
+  }
+  if (auto t = ToTruncation(request.truncation(), Truncation::kNone); !t.ok()) return t.status();
+  for (int d = 0; d < request.documents_size(); ++d) {
+    if (auto s = CheckText(absl::StrCat("documents[", d, "]"), request.documents(d), limits.max_text_bytes); !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<PreparedClassify> PrepareClassify(const v1::ClassifyRequest& request, const ServeOptions& limits,
                                                  const ModelInputSpec& model) {
+  if (auto s = CheckClassifyLimits(request, limits); !s.ok()) return s;
   if (auto s = CheckCount("texts", request.texts_size(), limits.max_texts_per_request, "--max-texts-per-request");
       !s.ok()) {
     return s;
@@ -171,6 +215,7 @@ absl::StatusOr<PreparedClassify> PrepareClassify(const v1::ClassifyRequest& requ
 
 absl::StatusOr<PreparedAnswer> PrepareAnswer(const v1::AnswerRequest& request, const ServeOptions& limits,
                                              const ModelInputSpec& model) {
+  if (auto s = CheckAnswerLimits(request, limits); !s.ok()) return s;
   if (auto s = CheckText("question", request.question(), limits.max_text_bytes); !s.ok()) return s;
   if (auto s = CheckCount("contexts", request.contexts_size(), limits.max_contexts_per_request,
                           "--max-contexts-per-request");
@@ -202,6 +247,7 @@ absl::StatusOr<PreparedAnswer> PrepareAnswer(const v1::AnswerRequest& request, c
 
 absl::StatusOr<PreparedRerank> PrepareRerank(const v1::RerankRequest& request, const ServeOptions& limits,
                                              const ModelInputSpec& model) {
+  if (auto s = CheckRerankLimits(request, limits); !s.ok()) return s;
   if (auto s = CheckText("query", request.query(), limits.max_text_bytes); !s.ok()) return s;
   if (auto s = CheckCount("documents", request.documents_size(), limits.max_documents_per_request,
                           "--max-documents-per-request");

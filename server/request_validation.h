@@ -59,6 +59,15 @@ struct ModelInputSpec {
 // proto does not define are INVALID_ARGUMENT naming the value.
 absl::StatusOr<Truncation> ToTruncation(v1::Truncation t, Truncation default_value);
 
+// The cheap checks of each Prepare* below (counts, text sizes, empty texts,
+// truncation value), run over the whole request before any text is
+// tokenized: the service runs them before it even asks the queue for room,
+// and each Prepare* runs them first, so a bad last text never costs the
+// tokenization of the texts before it.
+absl::Status CheckClassifyLimits(const v1::ClassifyRequest& request, const ServeOptions& limits);
+absl::Status CheckAnswerLimits(const v1::AnswerRequest& request, const ServeOptions& limits);
+absl::Status CheckRerankLimits(const v1::RerankRequest& request, const ServeOptions& limits);
+
 // Classify: one item per text, in order.
 struct PreparedClassify {
   std::vector<ItemInput> inputs;

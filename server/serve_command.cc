@@ -1,9 +1,11 @@
 // `dserve serve`: start-up, signal handling and graceful drain.
 #include <signal.h>
 
+#include <chrono>
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
@@ -119,6 +121,13 @@ int RunServe(const ServeOptions& options) {
   int port = 0;
   builder.AddListeningPort(options.listen, *credentials, &port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
+  if (options.max_connection_age_s > 0) {
+    // GOAWAY on old connections so clients re-resolve and rebalance.
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                               static_cast<int>(options.max_connection_age_s * 1000));
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                               static_cast<int>(options.max_connection_age_grace_s * 1000));
+  }
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
@@ -143,8 +152,17 @@ int RunServe(const ServeOptions& options) {
   // NOT_SERVING can rely on new calls getting UNAVAILABLE.
   service.StartDraining();
   SetHealth(server.get(), registry->get(), false);
+  // Ends health Watch streams (they would hold Shutdown to its deadline).
+  if (auto* health = server->GetHealthCheckService()) health->Shutdown();
+  // Then GOAWAY at once: grpc::Server::Shutdown sends it on every connection
+  // and closes the listener immediately (clients stop sending here and
+  // reconnect to another replica), then waits up to the deadline for the
+  // calls it accepted, which the workers keep running meanwhile. It blocks,
+  // so it runs beside the pools' drain below, not after it.
+  const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(options.drain_timeout_s);
+  std::thread goaway([&server, deadline] { server->Shutdown(deadline); });
   (*registry)->Shutdown(/*drain=*/true, absl::Seconds(options.drain_timeout_s));
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  goaway.join();
   server->Wait();
   log->info("stopped");
   return 0;

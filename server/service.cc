@@ -1,7 +1,11 @@
 #include "server/service.h"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <mutex>
 #include <random>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -386,11 +390,21 @@ struct InferenceService::Admission {
     return m;
   }
 
-  // CheckCaller, parse, FindModel: the common start of the model RPCs.
+  // CheckCaller, a deadline already past, a slot of the pre-processing gate
+  // (held in `ticket` until the request is tokenized), parse, FindModel:
+  // the common start of the model RPCs, cheapest first.
   template <typename Request>
-  static absl::Status Admit(const InferenceService& s, grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
-                            Task task, std::unique_ptr<Request>* request, ModelRef* model) {
+  static absl::Status Admit(InferenceService& s, grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+                            Task task, std::unique_ptr<Request>* request, ModelRef* model,
+                            PreprocessGate::Ticket* ticket) {
     if (absl::Status st = CheckCaller(s, ctx); !st.ok()) return st;
+    if (Deadline(ctx) <= absl::Now()) return absl::DeadlineExceededError("deadline passed before the request was read");
+    *ticket = s.preprocess_gate_.TryEnter();
+    if (!*ticket) {
+      return absl::ResourceExhaustedError(absl::StrCat("server busy: ", s.preprocess_gate_.limit(),
+                                                       " requests are being parsed and tokenized "
+                                                       "(--max-concurrent-preprocess); retry with backoff"));
+    }
     auto parsed = ParseRawRequest<Request>(raw);
     if (!parsed.ok()) return parsed.status();
     *request = *std::move(parsed);
@@ -399,11 +413,41 @@ struct InferenceService::Admission {
     *model = *std::move(m);
     return absl::OkStatus();
   }
+
+  // After parsing, before tokenizing: the request's limits (`limits`, from
+  // Check*Limits), then whether the model's queue would take it now (full,
+  // shutting down, deadline passed), so a request the queue would refuse is
+  // refused before its texts are tokenized.
+  // `items`: the request's items when known before tokenizing (Classify:
+  // one per text), else -1; more than the queue can ever hold is
+  // INVALID_ARGUMENT (as the queue would say), whether or not it is full now.
+  static absl::Status BeforeTokenizing(const InferenceService& s, const ServedModel& m,
+                                       grpc::CallbackServerContext* ctx, const absl::Status& limits,
+                                       int64_t items = -1) {
+    if (!limits.ok()) return limits;
+    if (items > s.options_.max_queue_items) {
+      m.metrics->OnRejected(RejectReason::kInvalid, items);
+      return absl::InvalidArgumentError(absl::StrCat("request needs ", items, " items, more than the queue of model '",
+                                                     m.name, "' can ever hold (max_queue_items=",
+                                                     s.options_.max_queue_items, "); split it into smaller requests"));
+    }
+    return m.workers->CheckAdmission(Deadline(ctx));
+  }
 };
+
+int PreprocessLimit(const ServeOptions& options) {
+  if (options.max_concurrent_preprocess > 0) return options.max_concurrent_preprocess;
+  int cores = 0;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = CPU_COUNT(&set);
+  if (cores < 1) cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(4, 2 * cores);
+}
 
 InferenceService::InferenceService(const ModelRegistry* registry, Metrics* metrics, const ServeOptions& options,
                                    std::optional<TokenAuth> auth)
-    : registry_(registry), metrics_(metrics), options_(options), auth_(std::move(auth)) {}
+    : registry_(registry), metrics_(metrics), options_(options), auth_(std::move(auth)),
+      preprocess_gate_(PreprocessLimit(options), [metrics](int n) { metrics->SetPreprocessing(n); }) {}
 
 grpc::ServerUnaryReactor* InferenceService::Classify(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
                                                      grpc::ByteBuffer* response) {
@@ -411,10 +455,17 @@ grpc::ServerUnaryReactor* InferenceService::Classify(grpc::CallbackServerContext
   ModelRef m;
   auto reject = [&](const absl::Status& s) { return Reject(ctx, metrics_, "classify", s); };
   std::unique_ptr<v1::ClassifyRequest> request;
-  if (auto s = Admission::Admit<v1::ClassifyRequest>(*this, ctx, raw, Task::kClassify, &request, &m); !s.ok()) {
+  PreprocessGate::Ticket ticket;
+  if (auto s = Admission::Admit<v1::ClassifyRequest>(*this, ctx, raw, Task::kClassify, &request, &m, &ticket); !s.ok()) {
     return reject(s);
   }
+  if (auto s = Admission::BeforeTokenizing(*this, *m, ctx, CheckClassifyLimits(*request, options_),
+                                            request->texts_size());
+      !s.ok()) {
+    return RejectForModel(ctx, *m, started, s);
+  }
   auto prepared = PrepareClassify(*request, options_, InputSpec(*m));
+  ticket.Release();
   if (!prepared.ok()) return RejectForModel(ctx, *m, started, prepared.status());
   auto* call = new ClassifyCall(ctx, m, std::move(request), response, std::move(prepared->truncated),
                                 std::move(prepared->tokens));
@@ -428,10 +479,15 @@ grpc::ServerUnaryReactor* InferenceService::Answer(grpc::CallbackServerContext* 
   ModelRef m;
   auto reject = [&](const absl::Status& s) { return Reject(ctx, metrics_, "answer", s); };
   std::unique_ptr<v1::AnswerRequest> request;
-  if (auto s = Admission::Admit<v1::AnswerRequest>(*this, ctx, raw, Task::kAnswer, &request, &m); !s.ok()) {
+  PreprocessGate::Ticket ticket;
+  if (auto s = Admission::Admit<v1::AnswerRequest>(*this, ctx, raw, Task::kAnswer, &request, &m, &ticket); !s.ok()) {
     return reject(s);
   }
+  if (auto s = Admission::BeforeTokenizing(*this, *m, ctx, CheckAnswerLimits(*request, options_)); !s.ok()) {
+    return RejectForModel(ctx, *m, started, s);
+  }
   auto prepared = PrepareAnswer(*request, options_, InputSpec(*m));
+  ticket.Release();
   if (!prepared.ok()) return RejectForModel(ctx, *m, started, prepared.status());
   auto* call = new AnswerCall(ctx, m, std::move(request), response, std::move(prepared->windows),
                               std::move(prepared->window_context));
@@ -445,10 +501,15 @@ grpc::ServerUnaryReactor* InferenceService::Rerank(grpc::CallbackServerContext* 
   ModelRef m;
   auto reject = [&](const absl::Status& s) { return Reject(ctx, metrics_, "rerank", s); };
   std::unique_ptr<v1::RerankRequest> request;
-  if (auto s = Admission::Admit<v1::RerankRequest>(*this, ctx, raw, Task::kRerank, &request, &m); !s.ok()) {
+  PreprocessGate::Ticket ticket;
+  if (auto s = Admission::Admit<v1::RerankRequest>(*this, ctx, raw, Task::kRerank, &request, &m, &ticket); !s.ok()) {
     return reject(s);
   }
+  if (auto s = Admission::BeforeTokenizing(*this, *m, ctx, CheckRerankLimits(*request, options_)); !s.ok()) {
+    return RejectForModel(ctx, *m, started, s);
+  }
   auto prepared = PrepareRerank(*request, options_, InputSpec(*m));
+  ticket.Release();
   if (!prepared.ok()) return RejectForModel(ctx, *m, started, prepared.status());
   auto* call = new RerankCall(ctx, m, std::move(request), response, std::move(prepared->chunk_document),
                               std::move(prepared->chunk_bytes));

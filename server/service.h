@@ -1,6 +1,9 @@
 // InferenceService: the dserve.v1.Inference gRPC service (callback API).
 //
-// Each handler validates and tokenizes on the gRPC thread, enqueues one item
+// Each handler runs the cheap checks first (auth, draining, a deadline
+// already past, the pre-processing cap, then after parsing: the request
+// limits and whether the model's queue has room), then tokenizes on the gRPC
+// thread (at most --max-concurrent-preprocess requests at once), enqueues one item
 // per text / QA window / rerank chunk on the model's WorkerPool, and returns
 // at once (reactions never block). The call finishes on the worker thread
 // that completes its last item, where the outputs are decoded.
@@ -20,6 +23,7 @@
 #include "server/metrics.h"
 #include "server/model_registry.h"
 #include "server/options.h"
+#include "server/preprocess_gate.h"
 
 namespace dserve {
 
@@ -57,6 +61,12 @@ class InferenceService final : public InferenceServiceBase {
   ServeOptions options_;
   std::optional<TokenAuth> auth_;
   std::atomic<bool> draining_{false};
+  // Caps parse + tokenization in flight (--max-concurrent-preprocess).
+  PreprocessGate preprocess_gate_;
 };
+
+// --max-concurrent-preprocess as set, or for 0 (auto): 2 x the usable cores
+// (CPU affinity), at least 4.
+int PreprocessLimit(const ServeOptions& options);
 
 }  // namespace dserve

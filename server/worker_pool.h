@@ -54,6 +54,9 @@ class WorkerPool {
 
   // All-or-nothing enqueue of one request's items (never blocks).
   absl::Status Submit(std::vector<ItemTask> tasks) { return scheduler_->EnqueueAll(std::move(tasks)); }
+  // Before a request is parsed and tokenized: would the queue refuse it now
+  // (full, shut down, deadline passed)? ItemScheduler::CheckAdmission.
+  absl::Status CheckAdmission(absl::Time deadline) { return scheduler_->CheckAdmission(deadline); }
   // Drops cancelled queued items now and re-runs the batching decision
   // (call after a cancel flag was set).
   void Wake() { scheduler_->Wake(); }

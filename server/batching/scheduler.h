@@ -218,6 +218,10 @@ class Scheduler {
     return core_->Enqueue(std::move(items));
   }
 
+  // See SchedulerCore::CheckAdmission: Enqueue's cheap checks before a
+  // request is tokenized. Never blocks.
+  absl::Status CheckAdmission(absl::Time deadline) { return core_->CheckAdmission(deadline); }
+
   // Blocks until a batch is formed or, after Shutdown, nothing is left
   // (nullopt: the worker thread should exit).
   std::optional<BatchType> NextBatch() {

@@ -188,6 +188,39 @@ absl::Status SchedulerCore::Enqueue(ItemList items) {
   return status;
 }
 
+absl::Status SchedulerCore::CheckAdmission(absl::Time deadline) {
+  absl::Status status;
+  RejectReason reason = RejectReason::kQueueFull;
+  Drops drops;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = clock_->Now();
+    const auto max = static_cast<size_t>(options_.max_queue_items);
+    if (stopped_) {
+      status = absl::UnavailableError(
+          absl::StrCat("model '", options_.name, "' is shutting down"));
+      reason = RejectReason::kDraining;
+    } else if (deadline <= now) {
+      status = absl::DeadlineExceededError(
+          "deadline passed before the request was read");
+      reason = RejectReason::kDeadline;
+    } else {
+      if (queue_.size() >= max) PurgeLocked(now, &drops);
+      // The same condition as Enqueue's, so a request refused here would
+      // have been refused there (only later, after its tokenization).
+      if (queue_.size() >= max) {
+        status = absl::ResourceExhaustedError(absl::StrCat(
+            "queue full for model '", options_.name, "': ", queue_.size(),
+            " items queued, max_queue_items=", options_.max_queue_items));
+      }
+    }
+    if (!drops.empty()) ReportDepthLocked();
+  }
+  FailDrops(std::move(drops));
+  if (!status.ok()) Reject(reason, 1);
+  return status;
+}
+
 std::optional<CoreBatch> SchedulerCore::NextBatch() {
   while (true) {
     Drops drops;

@@ -154,6 +154,15 @@ class SchedulerCore : public std::enable_shared_from_this<SchedulerCore> {
   // hold a slot).
   absl::Status Enqueue(std::vector<std::unique_ptr<WorkItem>> items);
 
+  // The cheap part of Enqueue's admission, for a request whose items are not
+  // built yet: call before parsing and tokenizing it, so a request that the
+  // queue would refuse costs nothing. Errors as Enqueue's: UNAVAILABLE (shut
+  // down), DEADLINE_EXCEEDED (`deadline` already passed), RESOURCE_EXHAUSTED
+  // (queue full once stale items are purged), each counted as one rejected
+  // item (its items are not known yet). OK promises nothing: Enqueue checks
+  // again. Never blocks.
+  absl::Status CheckAdmission(absl::Time deadline);
+
   // Blocks until a batch is formed (the caller counts as an idle worker) or
   // the scheduler is shut down and has nothing left to hand out (nullopt).
   // Drops expired / cancelled items (failing them) on the way.

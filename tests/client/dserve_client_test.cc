@@ -221,33 +221,49 @@ TEST(ClientLibTest, SendsTheBearerToken) {
   EXPECT_EQ(server.service.authorization(), "Bearer s3cret");
 }
 
+// Calls through a client of `o` until both servers have answered (5 s at
+// most: on a loaded machine the second backend may still be connecting),
+// then expects a fresh 40 calls spread over both.
+void ExpectSpread(const ClientOptions& o, FakeServer& a, FakeServer& b) {
+  a.service.calls = 0;
+  b.service.calls = 0;
+  auto client = MakeClient(o);
+  ASSERT_TRUE(client->WaitForConnected(absl::Seconds(5)));
+  const absl::Time give_up = absl::Now() + absl::Seconds(5);
+  while ((a.service.calls == 0 || b.service.calls == 0) && absl::Now() < give_up) {
+    ASSERT_TRUE(client->Classify(Request()).ok());
+  }
+  a.service.calls = 0;
+  b.service.calls = 0;
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(client->Classify(Request()).ok());
+  EXPECT_GE(a.service.calls.load(), 10);
+  EXPECT_GE(b.service.calls.load(), 10);
+}
+
 TEST(ClientLibTest, RoundRobinSpreadsCallsPickFirstDoesNot) {
   FakeServer a("a"), b("b");
   ClientOptions o = FastRetries("ipv4:127.0.0.1:" + std::to_string(a.port) + ",127.0.0.1:" +
                                 std::to_string(b.port));
+  o.lb_policy = "pick_first";
   auto pick_first = MakeClient(o);
   for (int i = 0; i < 20; ++i) ASSERT_TRUE(pick_first->Classify(Request()).ok());
   EXPECT_EQ(a.service.calls + b.service.calls.load(), 20);
   EXPECT_TRUE(a.service.calls == 20 || b.service.calls == 20);
 
-  a.service.calls = 0;
-  b.service.calls = 0;
   o.lb_policy = "round_robin";
   o.channel_id = 1;
-  auto round_robin = MakeClient(o);
-  ASSERT_TRUE(round_robin->WaitForConnected(absl::Seconds(5)));
-  // The channel is READY once one backend is; on a loaded machine the other
-  // may still be connecting. Call until both have answered (5 s at most),
-  // then count a fresh 40.
-  const absl::Time give_up = absl::Now() + absl::Seconds(5);
-  while ((a.service.calls == 0 || b.service.calls == 0) && absl::Now() < give_up) {
-    ASSERT_TRUE(round_robin->Classify(Request()).ok());
-  }
-  a.service.calls = 0;
-  b.service.calls = 0;
-  for (int i = 0; i < 40; ++i) ASSERT_TRUE(round_robin->Classify(Request()).ok());
-  EXPECT_GE(a.service.calls.load(), 10);
-  EXPECT_GE(b.service.calls.load(), 10);
+  ExpectSpread(o, a, b);
+}
+
+// Issue 16, defect 4: with no policy given the client balances round-robin
+// (its default service config), so a target resolving to every pod of a
+// headless Service spreads calls over them.
+TEST(ClientLibTest, DefaultPolicyIsRoundRobin) {
+  FakeServer a("a"), b("b");
+  ClientOptions o = FastRetries("ipv4:127.0.0.1:" + std::to_string(a.port) + ",127.0.0.1:" +
+                                std::to_string(b.port));
+  ASSERT_EQ(o.lb_policy, "");
+  ExpectSpread(o, a, b);
 }
 
 TEST(ClientLibTest, HealthCheck) {

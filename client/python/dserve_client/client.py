@@ -17,6 +17,10 @@ import grpc
 
 from ._stubs_loader import health_pb2, health_pb2_grpc, inference_pb2 as pb, inference_pb2_grpc as pb_grpc
 
+# The channel's service config when no lb_policy is given: round_robin
+# over every address the target resolves to.
+DEFAULT_SERVICE_CONFIG = '{"loadBalancingConfig":[{"round_robin":{}}]}'
+
 RETRYABLE_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED})
 
 
@@ -123,6 +127,11 @@ class DserveClient:
         tls_client_cert/tls_client_key (path or bytes) add a client
         certificate and tls_server_name overrides the name checked against
         the server certificate.
+    lb_policy: "round_robin" or "pick_first"; None (default): round_robin
+        through the default service config DEFAULT_SERVICE_CONFIG (for
+        "dns:///dserve-headless:5001", a Kubernetes headless Service: calls
+        spread over every pod, and the server's GOAWAY on drain or
+        --max-connection-age-s makes the channel re-resolve and rebalance).
     timeout: deadline of each attempt, seconds.
     max_attempts: attempts in all for UNAVAILABLE / RESOURCE_EXHAUSTED.
     """
@@ -142,6 +151,11 @@ class DserveClient:
                    ("grpc.max_receive_message_length", max_message_bytes)]
         if lb_policy:
             options.append(("grpc.lb_policy_name", lb_policy))
+        elif not any(name == "grpc.service_config" for name, _ in options):
+            # No policy given: round_robin over every address the target
+            # resolves to ("dns:///dserve-headless:5001" reaches every pod);
+            # a service config from the resolver still overrides it.
+            options.append(("grpc.service_config", DEFAULT_SERVICE_CONFIG))
         if tls_ca is not None or tls_client_cert is not None:
             if tls_server_name:
                 options.append(("grpc.ssl_target_name_override", tls_server_name))

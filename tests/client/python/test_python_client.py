@@ -62,6 +62,7 @@ class Server:
         self.cmd += ["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"] + list(extra_args)
         self.proc = None
         self.port = None
+        self.metrics_port = None
         self.lines = []
         self._ready = threading.Event()
 
@@ -87,6 +88,9 @@ class Server:
     def _read(self):
         for line in self.proc.stdout:
             self.lines.append(line)
+            m = re.match(r"dserve: metrics on port (\d+)", line)
+            if m:
+                self.metrics_port = int(m.group(1))
             m = re.match(r"dserve: listening on port (\d+)", line)
             if m:
                 self.port = int(m.group(1))
@@ -224,6 +228,44 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(ctx.exception.code, grpc.StatusCode.RESOURCE_EXHAUSTED, ctx.exception)
         self.assertIn("larger than max", str(ctx.exception))
         self.assertLess(time.monotonic() - start, 4.0)
+
+
+def ok_requests(server, model):
+    """dserve_requests_total{model, code="OK"} of `server`, summed over tasks."""
+    import urllib.request
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % server.metrics_port, timeout=10) as r:
+        text = r.read().decode("utf-8")
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("dserve_requests_total{") and 'model="%s"' % model in line and 'code="OK"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+class DefaultLoadBalancingTest(unittest.TestCase):
+    """Issue 16, defect 4: with no lb_policy the client balances round_robin
+    (DEFAULT_SERVICE_CONFIG), so a target that resolves to several replicas
+    (a headless Service's DNS name; here an ipv4: list) spreads the calls.
+    Before, the default was gRPC's pick_first: every call went to one."""
+
+    def test_default_policy_spreads_calls(self):
+        servers = []
+        for _ in range(2):
+            server = Server({"intent": test_models()["classify"]}, ["--workers", "1"])
+            self.addCleanup(server.stop)
+            servers.append(server.start())
+        target = "ipv4:" + ",".join(s.target for s in servers)
+        with DserveClient(target, timeout=30) as client:
+            # READY once one replica is; the other may still be connecting.
+            deadline = time.monotonic() + 10
+            while min(ok_requests(s, "intent") for s in servers) == 0 and time.monotonic() < deadline:
+                client.classify("intent", ["where is my parcel"])
+            before = [ok_requests(s, "intent") for s in servers]
+            for _ in range(20):
+                client.classify("intent", ["where is my parcel"])
+            served = [ok_requests(s, "intent") - b for s, b in zip(servers, before)]
+        self.assertEqual(sum(served), 20)
+        self.assertGreaterEqual(min(served), 5, "calls per replica: %s" % served)
 
 
 class UnreachableTest(unittest.TestCase):

@@ -209,6 +209,41 @@ TEST_F(SchedulerTest, BoundedQueueRejectsWhenFullAndAcceptsAfterBatch) {
   }
 }
 
+// Issue 16, defect 2: the server asks CheckAdmission before it tokenizes a
+// request, so what Enqueue would refuse (queue full, deadline past, shut
+// down) is refused without that work; stale items are purged first, as in
+// Enqueue, so they never make a request look refused.
+TEST_F(SchedulerTest, CheckAdmissionRefusesWhatEnqueueWouldBeforeAnyItemExists) {
+  SchedulerOptions options = Options();
+  options.max_queue_items = 2;
+  Outcomes out(4);
+  auto scheduler = Make(options);
+  const absl::Time later = clock_.Now() + absl::Seconds(10);
+  EXPECT_TRUE(scheduler->CheckAdmission(later).ok());
+  EXPECT_EQ(scheduler->CheckAdmission(clock_.Now()).code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(observer_->rejected("deadline"), 1);
+
+  ASSERT_TRUE(scheduler->Enqueue(out.Make(0)).ok());
+  ASSERT_TRUE(scheduler->Enqueue(out.Make(1, 10, clock_.Now() + absl::Seconds(1))).ok());
+  absl::Status full = scheduler->CheckAdmission(later);
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(full.message()), HasSubstr("max_queue_items=2"));
+  EXPECT_EQ(observer_->rejected("queue_full"), 1);
+  EXPECT_EQ(scheduler->queue_depth(), 2);
+
+  // Item 1 expires: CheckAdmission purges it (DEADLINE_EXCEEDED) and admits.
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_TRUE(scheduler->CheckAdmission(clock_.Now() + absl::Seconds(10)).ok());
+  EXPECT_EQ(out.calls(1), 1);
+  EXPECT_EQ(out.code(1), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(scheduler->queue_depth(), 1);
+
+  scheduler->Shutdown(/*drain=*/false, absl::ZeroDuration()).IgnoreError();
+  const int64_t draining = observer_->rejected("draining");
+  EXPECT_EQ(scheduler->CheckAdmission(clock_.Now() + absl::Seconds(10)).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(observer_->rejected("draining"), draining + 1);
+}
+
 // Issue 16, defect 3: a request is admitted whenever the queue has room for
 // one more item, whatever its size, so a big request is refused under the
 // same condition as a small one and is not starved by a stream of small ones
