@@ -29,6 +29,7 @@ struct Value {
   double f = 0;              // kFloat
   std::string s;             // kString, kBytes, kGlobal ("module.name"), kObject (its callable), kStorage (key)
   std::vector<Ref> items;    // kTuple, kList; kDict: key, value, key, value, ...
+  std::unordered_map<std::string, size_t> keys;  // kDict: string key -> its index in `items`
   // kStorage
   DType dtype = DType::kF32;
   int64_t numel = 0;
@@ -262,21 +263,17 @@ absl::Status Machine::SetItems(const Ref& dict, std::vector<Ref> items) {
   if (dict->kind != Kind::kDict) return Corrupt(absl::StrCat("SETITEM on ", Describe(*dict)));
   if (items.size() % 2 != 0) return Corrupt("SETITEMS with an odd number of items");
   for (size_t k = 0; k < items.size(); k += 2) {
-    // A repeated key replaces the value, as in Python; string keys only.
-    bool replaced = false;
+    // A repeated key replaces the value, as in Python (string keys; others
+    // only matter for the error that they are not tensor names).
     if (items[k]->kind == Kind::kString) {
-      for (size_t j = 0; j < dict->items.size(); j += 2) {
-        if (dict->items[j]->kind == Kind::kString && dict->items[j]->s == items[k]->s) {
-          dict->items[j + 1] = items[k + 1];
-          replaced = true;
-          break;
-        }
+      auto [it, inserted] = dict->keys.emplace(items[k]->s, dict->items.size());
+      if (!inserted) {
+        dict->items[it->second + 1] = std::move(items[k + 1]);
+        continue;
       }
     }
-    if (!replaced) {
-      dict->items.push_back(std::move(items[k]));
-      dict->items.push_back(std::move(items[k + 1]));
-    }
+    dict->items.push_back(std::move(items[k]));
+    dict->items.push_back(std::move(items[k + 1]));
   }
   return absl::OkStatus();
 }
