@@ -1,7 +1,12 @@
 // DeBERTa-v2/v3's part of training (model/train/trainable_family.h):
 // DebertaEncoder without precomputed weights, ContextPooler + classifier,
 // every task including masked-LM pretraining with the EMD.
+#include <cstring>
+
 #include <torch/torch.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 
 #include "model/deberta/encoder.h"
 #include "model/train/mlm.h"
@@ -12,6 +17,7 @@ namespace dserve {
 namespace {
 
 constexpr char kPositionTable[] = "deberta.embeddings.position_embeddings.weight";
+constexpr char kLayer0[] = "deberta.encoder.layer.0.";
 
 class DebertaTrainable final : public TrainableEncoder {
  public:
@@ -24,11 +30,22 @@ class DebertaTrainable final : public TrainableEncoder {
 
   std::vector<std::pair<std::string, torch::Tensor>> Named(bool for_checkpoint) const override {
     auto named = encoder_->weights().Named(config_);
-    // The EMD of an MLM model reads the absolute position table: kept.
-    if (!for_checkpoint || config_.position_biased_input || config_.task() == Task::kMlm) return named;
+    if (!for_checkpoint) return named;
     std::vector<std::pair<std::string, torch::Tensor>> kept;
     for (auto& p : named) {
-      if (p.first != kPositionTable) kept.push_back(std::move(p));
+      // The EMD of an MLM model reads the absolute position table: kept.
+      if (p.first == kPositionTable && !config_.position_biased_input && config_.task() != Task::kMlm) continue;
+      if (config_.dserve.share_layers && absl::StartsWith(p.first, kLayer0)) {
+        // Issue 18, defect 9: HF's DebertaV2 has no layer sharing, so a
+        // shared layer is written once per layer (the same values under
+        // every layer's names) and dserve.share_layers stays in config.json
+        // for us; HF computes the same model, we read layer 0.
+        const std::string rest = p.first.substr(std::strlen(kLayer0));
+        for (int64_t i = 1; i < config_.num_hidden_layers; ++i) {
+          kept.emplace_back(absl::StrCat("deberta.encoder.layer.", i, ".", rest), p.second);
+        }
+      }
+      kept.push_back(std::move(p));
     }
     return kept;
   }

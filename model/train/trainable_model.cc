@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <set>
 
 #include <torch/torch.h>
 
@@ -130,7 +131,16 @@ std::vector<std::pair<std::string, torch::Tensor>> TrainableModel::Named(bool fo
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> TrainableModel::Parameters() const {
-  if (!mlm_) return Named(/*for_checkpoint=*/true);  // position table only read with position_biased_input
+  if (!mlm_) {
+    // The checkpoint's tensors (no unread position table), each once: a
+    // shared layer appears there under every layer's names.
+    std::vector<std::pair<std::string, torch::Tensor>> params;
+    std::set<const void*> seen;
+    for (auto& [name, t] : Named(/*for_checkpoint=*/true)) {
+      if (seen.insert(t.unsafeGetTensorImpl()).second) params.emplace_back(name, t);
+    }
+    return params;
+  }
   // MLM: the encoder (position table included, for the EMD) and the heads'
   // own tensors (the decoder is tied to the word embeddings), each once.
   auto params = encoder_->Named(/*for_checkpoint=*/false);
