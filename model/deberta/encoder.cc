@@ -232,7 +232,7 @@ absl::Status DebertaEncoder::Prepare() {
   if (options_.precompute) {
     return TorchCall("encoder: precomputing position projections", [&] {
       torch::InferenceMode guard;
-      caches_ = Caches();
+      caches_ = Caches(/*position_dropout=*/0);
     });
   }
   return absl::OkStatus();
@@ -273,11 +273,16 @@ DebertaEncoder::LayerCache DebertaEncoder::BuildLayerCache(const LayerWeights& l
   return cache;
 }
 
-std::vector<DebertaEncoder::LayerCache> DebertaEncoder::Caches() const {
-  if (!caches_.empty()) return caches_;
+std::vector<DebertaEncoder::LayerCache> DebertaEncoder::Caches(double position_dropout) const {
+  if (!caches_.empty() && position_dropout == 0) return caches_;
   const torch::Tensor rel = NormalisedRelEmbeddings();
   std::vector<LayerCache> caches;
-  for (const auto& layer : weights_.layers) caches.push_back(BuildLayerCache(layer, rel));
+  // Each layer drops its own copy of the table, as each HF layer's
+  // pos_dropout does (with share_layers the one stored layer's cache serves
+  // every layer, so its draw is shared too).
+  for (const auto& layer : weights_.layers) {
+    caches.push_back(BuildLayerCache(layer, rel.defined() ? Drop(rel, position_dropout) : rel));
+  }
   return caches;
 }
 
@@ -412,20 +417,21 @@ torch::Tensor DebertaEncoder::LayerImpl(int64_t index, const LayerCache& cache,
 }
 
 torch::Tensor DebertaEncoder::ConvImpl(const torch::Tensor& embedded, const torch::Tensor& layer0_out,
-                                       const torch::Tensor& attention_mask) const {
+                                       const torch::Tensor& attention_mask, double dropout) const {
   const auto& conv = *weights_.conv;
   auto mask = attention_mask.unsqueeze(-1).to(embedded.scalar_type());
   auto out = torch::conv1d(embedded.permute({0, 2, 1}), conv.weight, conv.bias, 1,
                            (config_.conv_kernel_size - 1) / 2, 1, config_.conv_groups)
                  .permute({0, 2, 1});
-  out = conv_act_(out * mask);
+  out = conv_act_(Drop(out * mask, dropout));  // HF ConvLayer: act(dropout(masked conv))
   return Norm(layer0_out + out, conv.norm, config_.layer_norm_eps) * mask;
 }
 
 torch::Tensor DebertaEncoder::Forward(const EncoderInput& input, std::vector<torch::Tensor>* hidden_states,
                                       const Dropout& dropout) const {
-  const std::vector<LayerCache> local = options_.precompute ? std::vector<LayerCache>() : Caches();
-  const std::vector<LayerCache>& caches = options_.precompute ? caches_ : local;
+  const bool fresh = !options_.precompute || dropout.position_p() > 0;
+  const std::vector<LayerCache> local = fresh ? Caches(dropout.position_p()) : std::vector<LayerCache>();
+  const std::vector<LayerCache>& caches = fresh ? local : caches_;
   torch::Tensor x = Embed(input, dropout);
   if (hidden_states) hidden_states->push_back(x);
   const Relative relative = BuildRelative(x.size(1), x.device());
@@ -434,7 +440,7 @@ torch::Tensor DebertaEncoder::Forward(const EncoderInput& input, std::vector<tor
   for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
     const LayerCache& cache = caches[config_.dserve.share_layers ? 0 : static_cast<size_t>(i)];
     x = LayerImpl(i, cache, x, nullptr, masks, relative, dropout);
-    if (i == 0 && weights_.conv) x = ConvImpl(embedded, x, input.attention_mask);
+    if (i == 0 && weights_.conv) x = ConvImpl(embedded, x, input.attention_mask, dropout.conv_p());
     if (hidden_states) hidden_states->push_back(x);
   }
   return x;
@@ -444,9 +450,11 @@ torch::Tensor DebertaEncoder::LayerForward(int64_t layer, const torch::Tensor& h
                                            const torch::Tensor& query_states,
                                            const torch::Tensor& attention_mask, const Dropout& dropout) const {
   const size_t slot = config_.dserve.share_layers ? 0 : static_cast<size_t>(layer);
-  const LayerCache cache = options_.precompute
-                               ? caches_[slot]
-                               : BuildLayerCache(weights_.layers[slot], NormalisedRelEmbeddings());
+  const torch::Tensor rel = NormalisedRelEmbeddings();
+  const LayerCache cache =
+      options_.precompute && dropout.position_p() == 0
+          ? caches_[slot]
+          : BuildLayerCache(weights_.layers[slot], rel.defined() ? Drop(rel, dropout.position_p()) : rel);
   const Relative relative = BuildRelative(hidden.size(1), hidden.device());
   const Masks masks = MakeMasks(attention_mask, hidden.scalar_type());
   return LayerImpl(layer, cache, hidden, &query_states, masks, relative, dropout);

@@ -76,11 +76,20 @@ struct EncoderWeights {
 // Training-time dropout (probabilities; 0 = off, the inference default), as
 // Hugging Face applies it: `hidden` after the embeddings and on the
 // attention-output and FFN-output projections before their residual,
-// `attention` on the attention probabilities. Uses torch's default RNG.
+// `attention` on the attention probabilities; HF's DebertaV2 also applies
+// hidden_dropout_prob as each layer's pos_dropout (on the normalised
+// relative table before the position projections) and in ConvLayer (on
+// the masked conv output before its activation): `position` and `conv`,
+// which follow `hidden` unless set (>= 0; tests set them alone). Uses
+// torch's default RNG.
 struct Dropout {
   double hidden = 0.0;
   double attention = 0.0;
-  bool any() const { return hidden > 0 || attention > 0; }
+  double position = -1.0;
+  double conv = -1.0;
+  double position_p() const { return position >= 0 ? position : hidden; }
+  double conv_p() const { return conv >= 0 ? conv : hidden; }
+  bool any() const { return hidden > 0 || attention > 0 || position_p() > 0 || conv_p() > 0; }
 };
 
 class DebertaEncoder {
@@ -156,9 +165,11 @@ class DebertaEncoder {
                           const torch::Tensor* query_states, const Masks& masks,
                           const Relative& relative, const Dropout& dropout) const;
   torch::Tensor ConvImpl(const torch::Tensor& embedded, const torch::Tensor& layer0_out,
-                         const torch::Tensor& attention_mask) const;
+                         const torch::Tensor& attention_mask, double dropout) const;
   Masks MakeMasks(const torch::Tensor& attention_mask, torch::ScalarType dtype) const;
-  std::vector<LayerCache> Caches() const;  // precomputed, or built from live weights
+  // Precomputed, or built from live weights with `position_dropout` on each
+  // layer's copy of the relative table (HF's per-layer pos_dropout).
+  std::vector<LayerCache> Caches(double position_dropout) const;
 
   ModelConfig config_;
   EncoderWeights weights_;

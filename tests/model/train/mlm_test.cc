@@ -8,11 +8,14 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
 #include <vector>
+
+#include <functional>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -322,6 +325,62 @@ MlmBatch RandomBatch(uint64_t seed, int64_t length = 24) {
 
 double MaxDiff(const torch::Tensor& a, const torch::Tensor& b) {
   return (a - b).abs().max().item<double>();
+}
+
+// Issue 18, defect 5: training applies HF DebertaV2's pos_dropout (on the
+// normalised relative table, before the position projections, per layer)
+// and ConvLayer's dropout (on the masked conv output, before its
+// activation). Dropping everything there must equal a model whose dropped
+// tensor is zero: relative LayerNorm weight and bias 0 (table 0), conv
+// weight and bias 0 (conv output 0). Before the fix neither dropout existed.
+TEST(EncoderDropoutTest, PositionAndConvDropoutSitWhereHuggingFaceHasThem) {
+  nlohmann::json j = TinyConfig().ToJson();
+  j["conv_kernel_size"] = 3;
+  j["conv_act"] = "gelu";
+  auto config = ModelConfig::FromJson(j);
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto make = [&](const std::function<void(EncoderWeights&)>& edit) {
+    torch::manual_seed(11);
+    EncoderWeights w = EncoderWeights::Init(*config, torch::kFloat, torch::kCPU);
+    edit(w);
+    auto encoder = DebertaEncoder::Create(*config, w, DebertaEncoder::Options{/*precompute=*/false});
+    EXPECT_TRUE(encoder.ok()) << encoder.status();
+    return *std::move(encoder);
+  };
+  torch::NoGradGuard no_grad;
+  const MlmBatch batch = RandomBatch(5);
+  EncoderInput input{batch.input_ids, batch.attention_mask, torch::Tensor()};
+  auto plain = make([](EncoderWeights&) {});
+  auto no_table = make([](EncoderWeights& w) {
+    w.rel_norm.weight.zero_();
+    w.rel_norm.bias.zero_();
+  });
+  auto no_conv = make([](EncoderWeights& w) {
+    w.conv->weight.zero_();
+    w.conv->bias.zero_();
+  });
+  Dropout position_only;
+  position_only.hidden = 0;
+  position_only.position = 1.0;
+  position_only.conv = 0;
+  Dropout conv_only;
+  conv_only.conv = 1.0;
+  conv_only.position = 0;
+  const torch::Tensor base = plain->Forward(input, nullptr, {});
+  EXPECT_GT(MaxDiff(base, no_table->Forward(input, nullptr, {})), 1e-3);  // the table matters
+  EXPECT_GT(MaxDiff(base, no_conv->Forward(input, nullptr, {})), 1e-3);   // the conv matters
+  EXPECT_LT(MaxDiff(plain->Forward(input, nullptr, position_only), no_table->Forward(input, nullptr, {})), 1e-5);
+  EXPECT_LT(MaxDiff(plain->Forward(input, nullptr, conv_only), no_conv->Forward(input, nullptr, {})), 1e-5);
+  // Training dropout follows hidden_dropout_prob for both, as in HF.
+  Dropout training{0.1, 0.1};
+  EXPECT_DOUBLE_EQ(training.position_p(), 0.1);
+  EXPECT_DOUBLE_EQ(training.conv_p(), 0.1);
+  // Inference (no dropout) is untouched: the same as a precomputed encoder.
+  torch::manual_seed(11);
+  EncoderWeights w = EncoderWeights::Init(*config, torch::kFloat, torch::kCPU);
+  auto precomputed = DebertaEncoder::Create(*config, w, DebertaEncoder::Options{});
+  ASSERT_TRUE(precomputed.ok());
+  EXPECT_LT(MaxDiff(base, (*precomputed)->Forward(input, nullptr, {})), 1e-5);
 }
 
 TEST(MlmForwardTest, EmdShapesAndThatNoEmdChangesTheComputation) {
