@@ -139,7 +139,6 @@ absl::Status SchedulerCore::Enqueue(ItemList items) {
   if (status.ok()) {
     absl::MutexLock lock(&mu_);
     const absl::Time now = clock_->Now();
-    const auto max = static_cast<size_t>(options_.max_queue_items);
     if (stopped_) {
       status = absl::UnavailableError(
           absl::StrCat("model '", options_.name, "' is shutting down"));
@@ -157,15 +156,8 @@ absl::Status SchedulerCore::Enqueue(ItemList items) {
       status = absl::CancelledError("request cancelled before it was queued");
       reason = RejectReason::kCancelled;
     } else {
-      // Stale items must not hold slots that a live request needs.
-      if (queue_.size() >= max) PurgeLocked(now, &drops);
-      // Room for one more item admits the whole request, so a big request
-      // is refused under the same condition as a small one (fair admission;
-      // the queue holds at most 2 x max - 1 items).
-      if (queue_.size() >= max) {
-        status = absl::ResourceExhaustedError(absl::StrCat(
-            "queue full for model '", options_.name, "': ", queue_.size(),
-            " items queued, max_queue_items=", options_.max_queue_items));
+      status = RoomLocked(now, &drops);
+      if (!status.ok()) {
         reason = RejectReason::kQueueFull;
       } else {
         std::shared_ptr<std::atomic<bool>> request_failed;
@@ -195,7 +187,6 @@ absl::Status SchedulerCore::CheckAdmission(absl::Time deadline) {
   {
     absl::MutexLock lock(&mu_);
     const absl::Time now = clock_->Now();
-    const auto max = static_cast<size_t>(options_.max_queue_items);
     if (stopped_) {
       status = absl::UnavailableError(
           absl::StrCat("model '", options_.name, "' is shutting down"));
@@ -205,20 +196,27 @@ absl::Status SchedulerCore::CheckAdmission(absl::Time deadline) {
           "deadline passed before the request was read");
       reason = RejectReason::kDeadline;
     } else {
-      if (queue_.size() >= max) PurgeLocked(now, &drops);
-      // The same condition as Enqueue's, so a request refused here would
-      // have been refused there (only later, after its tokenization).
-      if (queue_.size() >= max) {
-        status = absl::ResourceExhaustedError(absl::StrCat(
-            "queue full for model '", options_.name, "': ", queue_.size(),
-            " items queued, max_queue_items=", options_.max_queue_items));
-      }
+      // The same rule as Enqueue's, so a request refused here would have
+      // been refused there (only later, after its tokenization).
+      status = RoomLocked(now, &drops);
     }
     if (!drops.empty()) ReportDepthLocked();
   }
   FailDrops(std::move(drops));
   if (!status.ok()) Reject(reason, 1);
   return status;
+}
+
+absl::Status SchedulerCore::RoomLocked(absl::Time now, Drops* drops) {
+  const auto max = static_cast<size_t>(options_.max_queue_items);
+  // Stale items must not hold slots that a live request needs.
+  if (queue_.size() >= max) PurgeLocked(now, drops);
+  // Room for one more item admits the whole request, so a big request is
+  // refused under the same condition as a small one (fair admission; the
+  // queue holds at most 2 x max - 1 items).
+  if (queue_.size() < max) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat("queue full for model '", options_.name, "': ", queue_.size(),
+                                                   " items queued, max_queue_items=", options_.max_queue_items));
 }
 
 std::optional<CoreBatch> SchedulerCore::NextBatch() {

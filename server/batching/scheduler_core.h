@@ -211,6 +211,10 @@ class SchedulerCore : public std::enable_shared_from_this<SchedulerCore> {
   // failed out of the queue.
   void PurgeLocked(absl::Time now, Drops* drops)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Admission's one rule (Enqueue and CheckAdmission): OK while fewer than
+  // max_queue_items items are queued (stale ones purged first when full),
+  // else RESOURCE_EXHAUSTED naming the limit.
+  absl::Status RoomLocked(absl::Time now, Drops* drops) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   ItemList TakeAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReportDepthLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fails and reports dropped items; call without mu_ held.

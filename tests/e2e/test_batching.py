@@ -364,12 +364,16 @@ class DrainTest(unittest.TestCase):
         # Drain has begun once health stops saying SERVING.
         e2e.wait_until("health to leave SERVING after SIGTERM",
                        lambda: self.health(health) != health_pb2.HealthCheckResponse.SERVING, server=self.server)
-        self.assertIn(self.health(health), (health_pb2.HealthCheckResponse.NOT_SERVING, grpc.StatusCode.UNAVAILABLE))
+        # GOAWAY goes out at drain start (issue 16): a call that races it on
+        # this connection is refused by the transport (UNAVAILABLE) or
+        # cancelled by the server's shutdown (CANCELLED), never served late.
+        refused = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+        self.assertIn(self.health(health), (health_pb2.HealthCheckResponse.NOT_SERVING,) + refused)
 
-        # New work is refused (UNAVAILABLE), never left hanging.
+        # New work is refused, never left hanging.
         with self.assertRaises(grpc.RpcError) as ctx:
             stub.Classify(classify_request(), timeout=10)
-        self.assertEqual(ctx.exception.code(), grpc.StatusCode.UNAVAILABLE, ctx.exception.details())
+        self.assertIn(ctx.exception.code(), refused, ctx.exception.details())
         still_running = sum(not f.done() for f in futures)
         self.assertEqual(still_running, self.CALLS, "the worker is held: no accepted call can have finished")
         self.assertTrue(self.server.running())
