@@ -86,24 +86,28 @@ absl::StatusOr<FeatureSet> BuildAnswerFeatures(const SquadData& data, const Toke
 }
 
 absl::StatusOr<FeatureSet> BuildRerankFeatures(const RerankData& data, const Tokenizer& tokenizer,
-                                               int max_length, bool listwise) {
+                                               int max_length, int doc_stride, bool listwise) {
   FeatureSet set;
-  EncodeOptions options;
-  options.max_length = max_length;
-  options.truncation = Truncation::kLongestFirst;
   std::vector<std::vector<int>> groups(static_cast<size_t>(data.num_groups));
-  for (const auto& ex : data.examples) {
-    auto enc = tokenizer.EncodePair(ex.query, ex.passage, options);
-    if (!enc.ok()) return absl::InvalidArgumentError(absl::StrCat("line ", ex.line, ": ", enc.status().message()));
-    Feature f;
-    f.ids = std::move(enc->ids);
-    f.type_ids = std::move(enc->type_ids);
-    if (static_cast<int>(f.ids.size()) == max_length) ++set.truncated;
-    f.target = ex.label > 0 ? 1.0f : 0.0f;
-    const int index = static_cast<int>(set.features.size());
-    groups[static_cast<size_t>(ex.group)].push_back(index);
-    if (!listwise) set.units.push_back({index});
-    set.features.push_back(std::move(f));
+  for (size_t e = 0; e < data.examples.size(); ++e) {
+    const RerankExample& ex = data.examples[e];
+    auto chunks = tokenizer.EncodeQueryDocumentChunks(ex.query, ex.passage, max_length, doc_stride,
+                                                      /*clamp_stride=*/true);
+    if (!chunks.ok()) return absl::InvalidArgumentError(absl::StrCat("line ", ex.line, ": ", chunks.status().message()));
+    if (chunks->size() > 1) ++set.truncated;
+    std::vector<int> unit;
+    for (auto& w : *chunks) {
+      Feature f;
+      f.ids = std::move(w.ids);
+      f.type_ids = std::move(w.type_ids);
+      f.target = ex.label > 0 ? 1.0f : 0.0f;
+      f.pair = static_cast<int>(e);
+      unit.push_back(static_cast<int>(set.features.size()));
+      set.features.push_back(std::move(f));
+    }
+    auto& group = groups[static_cast<size_t>(ex.group)];
+    group.insert(group.end(), unit.begin(), unit.end());
+    if (!listwise) set.units.push_back(std::move(unit));
   }
   if (listwise) set.units = std::move(groups);
   return set;

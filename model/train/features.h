@@ -20,6 +20,7 @@ struct Feature {
   std::vector<int32_t> type_ids;
   std::vector<int> labels;  // classify: label ids (all of them for multi-label)
   float target = 0.0f;      // rerank: 1 relevant, 0 not
+  int pair = -1;            // rerank: the (query, passage) example this chunk is of
   int start = 0, end = 0;   // answer: token positions (0 = [CLS] = no answer)
 };
 
@@ -43,10 +44,15 @@ absl::StatusOr<FeatureSet> BuildClassifyFeatures(const ClassifyData& data, const
 absl::StatusOr<FeatureSet> BuildAnswerFeatures(const SquadData& data, const Tokenizer& tokenizer, int max_length,
                                                int doc_stride);
 
-// rerank: [CLS] query [SEP] passage [SEP], longest-first truncation. With
-// `listwise`, a unit is every pair of one query; otherwise one pair.
+// rerank, the way the server scores (issue 18, defect 6): every pair is
+// [CLS] query [SEP] chunk [SEP] over the passage's chunks
+// (EncodeQueryDocumentChunks with `doc_stride`, clamped, as serving and
+// eval do), one feature per chunk with `pair` set; the trainer max-pools a
+// pair's chunk logits as the server does. A unit is one pair's chunks, or
+// with `listwise` every chunk of one query's pairs (in pair order).
+// `truncated` counts the pairs that needed more than one chunk.
 absl::StatusOr<FeatureSet> BuildRerankFeatures(const RerankData& data, const Tokenizer& tokenizer,
-                                               int max_length, bool listwise);
+                                               int max_length, int doc_stride, bool listwise);
 
 // Pads `indices` of `features` into one batch (right padding with pad_id).
 TokenBatch CollateFeatures(const std::vector<Feature>& features, const std::vector<int>& indices, int pad_id,

@@ -430,7 +430,7 @@ absl::Status Trainer::LoadData() {
       config_.id2label = {{0, "LABEL_0"}};
       config_.problem_type.clear();
       config_.dserve.task = Task::kRerank;
-      ASSIGN_OR_RETURN(train_, BuildRerankFeatures(rerank_train_, *tokenizer_, max_length_, o_.listwise));
+      ASSIGN_OR_RETURN(train_, BuildRerankFeatures(rerank_train_, *tokenizer_, max_length_, o_.doc_stride, o_.listwise));
       break;
     }
     case Task::kMlm: {
@@ -701,9 +701,29 @@ absl::StatusOr<MicroResult> Trainer::Micro(const std::vector<int>& units, double
         break;
       }
       case Task::kRerank: {
-        torch::Tensor logits = out.logits.to(torch::kFloat).select(1, 0);
+        // One score per pair: the max over its chunks' logits, as the server
+        // and eval pool them (issue 18, defect 6: train the way it serves).
+        torch::Tensor chunk_logits = out.logits.to(torch::kFloat).select(1, 0);
+        std::vector<torch::Tensor> pooled;
         std::vector<float> y;
-        for (int i : indices) y.push_back(train_.features[static_cast<size_t>(i)].target);
+        std::vector<int64_t> pairs_per_unit;
+        int64_t row = 0;
+        for (int u : units) {
+          const auto& unit = train_.units[static_cast<size_t>(u)];
+          int64_t pairs = 0;
+          for (size_t k = 0; k < unit.size();) {
+            const Feature& first = train_.features[static_cast<size_t>(unit[k])];
+            size_t end = k + 1;
+            while (end < unit.size() && train_.features[static_cast<size_t>(unit[end])].pair == first.pair) ++end;
+            pooled.push_back(chunk_logits.narrow(0, row + static_cast<int64_t>(k), static_cast<int64_t>(end - k)).max());
+            y.push_back(first.target);
+            ++pairs;
+            k = end;
+          }
+          pairs_per_unit.push_back(pairs);
+          row += static_cast<int64_t>(unit.size());
+        }
+        torch::Tensor logits = torch::stack(pooled);
         torch::Tensor target = torch::tensor(y, torch::kFloat);
         if (!o_.listwise) {
           loss_sum = F::binary_cross_entropy_with_logits(
@@ -712,8 +732,7 @@ absl::StatusOr<MicroResult> Trainer::Micro(const std::vector<int>& units, double
           // Softmax over each query's candidates; target uniform over its positives.
           torch::Tensor total = torch::zeros({}, torch::kFloat);
           int64_t offset = 0;
-          for (int u : units) {
-            const int64_t k = static_cast<int64_t>(train_.units[static_cast<size_t>(u)].size());
+          for (int64_t k : pairs_per_unit) {
             torch::Tensor t = target.narrow(0, offset, k);
             const double positives = t.sum().item<double>();
             if (positives > 0) {

@@ -1,6 +1,8 @@
 // Training features: answer spans mapped to tokens, windows, labels.
 #include "model/train/features.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "absl/strings/ascii.h"
@@ -94,8 +96,8 @@ TEST(RerankFeatures, ListwiseUnitsAreQueries) {
   WriteText(path, ToyRerank(0));
   auto data = ReadRerankJsonl(path);
   ASSERT_TRUE(data.ok());
-  auto point = BuildRerankFeatures(*data, *tok, 48, false);
-  auto list = BuildRerankFeatures(*data, *tok, 48, true);
+  auto point = BuildRerankFeatures(*data, *tok, 48, 16, false);
+  auto list = BuildRerankFeatures(*data, *tok, 48, 16, true);
   ASSERT_TRUE(point.ok() && list.ok());
   EXPECT_EQ(point->units.size(), 24u);
   ASSERT_EQ(list->units.size(), 6u);
@@ -105,6 +107,46 @@ TEST(RerankFeatures, ListwiseUnitsAreQueries) {
   EXPECT_EQ(positives, 1.0f);
   TokenBatch b = CollateFeatures(point->features, {0, 1}, tok->pad_id(), false);
   EXPECT_EQ(b.batch_size, 2);
+}
+
+// Issue 18, defect 6: a passage longer than max_length is trained on the
+// chunks the server scores (not cut longest-first): every chunk carries its
+// pair, and the passage's last words are in one of them.
+TEST(RerankFeatures, LongPassagesAreChunkedLikeServing) {
+  auto tok = Toy();
+  const std::string path = ScratchDir("features_chunks") + "/r.jsonl";
+  std::string passage;
+  for (int i = 0; i < 12; ++i) passage += "the package was sent to the wrong address again ";
+  passage += "refund";
+  WriteText(path, "{\"query\": \"where is my refund\", \"passage\": \"" + passage +
+                      "\", \"label\": 1}\n{\"query\": \"where is my refund\", \"passage\": \"short\", "
+                      "\"label\": 0}\n");
+  auto data = ReadRerankJsonl(path);
+  ASSERT_TRUE(data.ok()) << data.status();
+  auto set = BuildRerankFeatures(*data, *tok, 32, 8, false);
+  ASSERT_TRUE(set.ok()) << set.status();
+  ASSERT_EQ(set->units.size(), 2u);
+  EXPECT_GT(set->units[0].size(), 2u);  // the long passage: several chunks
+  EXPECT_EQ(set->units[1].size(), 1u);
+  EXPECT_EQ(set->truncated, 1);
+  // The serving path's chunks, one for one.
+  auto chunks = tok->EncodeQueryDocumentChunks("where is my refund", passage, 32, 8, /*clamp_stride=*/true);
+  ASSERT_TRUE(chunks.ok());
+  ASSERT_EQ(chunks->size(), set->units[0].size());
+  for (size_t c = 0; c < chunks->size(); ++c) {
+    const Feature& f = set->features[static_cast<size_t>(set->units[0][c])];
+    EXPECT_EQ(f.pair, 0);
+    EXPECT_EQ(f.target, 1.0f);
+    EXPECT_LE(f.ids.size(), 32u);
+    EXPECT_EQ(f.ids, (*chunks)[c].ids);
+  }
+  // The last word survives (longest-first truncation dropped it).
+  auto last = tok->EncodePair("where is my refund", "refund", EncodeOptions());
+  ASSERT_TRUE(last.ok());
+  const int32_t refund_id = last->ids[last->ids.size() - 2];
+  const Feature& final_chunk = set->features[static_cast<size_t>(set->units[0].back())];
+  EXPECT_NE(std::find(final_chunk.ids.begin(), final_chunk.ids.end(), refund_id), final_chunk.ids.end());
+  EXPECT_EQ(set->features[static_cast<size_t>(set->units[1][0])].pair, 1);
 }
 
 }  // namespace
