@@ -164,6 +164,10 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                      .Name("dserve_model_info")
                      .Help("Models served (value 1), with task, version, device and dtype.")
                      .Register(r);
+  warmup_seconds_ = &prometheus::BuildGauge()
+                         .Name("dserve_model_warmup_seconds")
+                         .Help("Seconds the served version's warm-up forwards took, before it served.")
+                         .Register(r);
   reloads_ = &prometheus::BuildCounter()
                   .Name("dserve_model_reloads_total")
                   .Help("Checkpoint reloads of a served model (--watch, SIGHUP), by result: ok or failed.")
@@ -232,6 +236,10 @@ void Metrics::OnUnroutedRequest(const std::string& method, const std::string& co
 }
 
 void Metrics::SetPreprocessing(int requests) { preprocessing_->Set(static_cast<double>(requests)); }
+
+void Metrics::OnWarmUp(const std::string& model, double seconds) {
+  warmup_seconds_->Add({{"model", model}}).Set(seconds);
+}
 
 ModelMetrics::ModelMetrics(Metrics* m, const std::string& model, const std::string& task,
                            const std::string& device)

@@ -86,6 +86,9 @@ class Metrics {
   // dserve_preprocessing_requests: requests being parsed and tokenized now
   // (at most --max-concurrent-preprocess).
   void SetPreprocessing(int requests);
+  // dserve_model_warmup_seconds{model}: how long the served version's
+  // warm-up forwards took (set when it was loaded, before it served).
+  void OnWarmUp(const std::string& model, double seconds);
   // Text exposition of everything (for tests and `dserve-client metrics`).
   std::string Scrape() const;
 
@@ -94,6 +97,7 @@ class Metrics {
   Metrics();
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<HttpExposer> exposer_;
+  prometheus::Family<prometheus::Gauge>* warmup_seconds_;
   prometheus::Family<prometheus::Counter>* requests_;
   prometheus::Family<prometheus::Histogram>* request_duration_;
   prometheus::Family<prometheus::Histogram>* queue_duration_;

@@ -209,6 +209,35 @@ absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Load(const ServeOp
   return registry;
 }
 
+namespace {
+
+// Runs `model` on 1 x 16 tokens and on min(max batch, 8) x min(max length,
+// 128) tokens (pairs when the model has token types). Seconds taken, or -1
+// when a forward failed (its error is logged).
+double WarmUp(const std::string& name, const DebertaModel& model, int pad_id, int64_t max_batch_size) {
+  const auto started = std::chrono::steady_clock::now();
+  const int64_t rows = std::max<int64_t>(1, std::min<int64_t>(max_batch_size, 8));
+  const int64_t length = std::max<int64_t>(4, std::min<int64_t>(model.max_length(), 128));
+  const int64_t word = std::min<int64_t>(5, model.config().vocab_size - 1);  // any id in the vocabulary
+  for (const auto& [b, l] : {std::pair<int64_t, int64_t>{1, std::min<int64_t>(16, length)}, {rows, length}}) {
+    std::vector<std::vector<int64_t>> ids(static_cast<size_t>(b), std::vector<int64_t>(static_cast<size_t>(l), word));
+    std::vector<std::vector<int64_t>> types;
+    if (model.config().type_vocab_size > 0) types.assign(static_cast<size_t>(b), std::vector<int64_t>(static_cast<size_t>(l), 0));
+    auto out = model.Run(TokenBatch::Pad(ids, types, pad_id));
+    if (!out.ok()) {
+      Logger("server")->error("model {}: warm-up forward {}x{} failed: {}", name, b, l,
+                              std::string(out.status().message()));
+      return -1;
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  Logger("server")->info("model {}: warmed up in {:.3f}s (forwards 1x{} and {}x{})", name, seconds,
+                         std::min<int64_t>(16, length), rows, length);
+  return seconds;
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<const ServedModel>> ModelRegistry::LoadModel(
     const ModelSpec& spec, std::shared_ptr<ModelMetrics> reuse_metrics) {
   auto log = Logger("server");
@@ -238,6 +267,14 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> ModelRegistry::LoadModel(
     return absl::InvalidArgumentError(
         absl::StrCat("model ", spec.name, ": task ", TaskName(served->task), " cannot be served"));
   }
+  // Issue 16, defect 6: the first requests must not pay for allocator
+  // growth and kernel set-up (oneDNN primitives, thread pools). A few
+  // forwards on representative shapes run here, before this version is
+  // returned: before health says SERVING at start-up, before the switch on
+  // a reload.
+  const double warmup = WarmUp(spec.name, *served->model, served->tokenizer->pad_id(), options_.max_batch_size);
+  if (warmup < 0) return absl::InternalError(absl::StrCat("model ", spec.name, ": warm-up forward failed"));
+  metrics_->OnWarmUp(spec.name, warmup);
   served->labels = config.labels();
   served->max_length = served->model->max_length();
   {

@@ -95,6 +95,16 @@ class MetricsTest(unittest.TestCase):
         self.assertGreater(v("process_cpu_seconds_total"), 0)
         self.assertGreater(v("process_resident_memory_bytes"), 10e6)
 
+    def test_every_model_was_warmed_up_before_serving(self):
+        # Issue 16, defect 6: warm-up forwards ran at load (before health
+        # said SERVING), timed in dserve_model_warmup_seconds and logged.
+        log = self.server.log_tail(100000)
+        for model in ("classify", "answer", "rerank"):
+            warmup = e2e.metric_value(self.samples, "dserve_model_warmup_seconds", model=model)
+            self.assertIsNotNone(warmup, model)
+            self.assertGreater(warmup, 0.0, model)
+            self.assertIn("model %s: warmed up in" % model, log)
+
     def test_histogram_buckets_are_cumulative(self):
         for name in HISTOGRAMS:
             series = {}
