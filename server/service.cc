@@ -22,6 +22,8 @@ namespace dserve {
 namespace {
 
 constexpr char kRequestIdKey[] = "x-request-id";
+// The version of the model that computed a response (ServedModel::version).
+constexpr char kModelVersionKey[] = "x-dserve-model-version";
 
 grpc::Status ToGrpc(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
@@ -121,6 +123,9 @@ class ModelCall : public grpc::ServerUnaryReactor {
       : ctx_(ctx), model_(std::move(model)), response_buffer_(response_buffer), id_(RequestId(ctx)), started_(absl::Now()),
         cancelled_(std::make_shared<std::atomic<bool>>(false)) {
     ctx_->AddTrailingMetadata(kRequestIdKey, id_);
+    // This snapshot's workers compute every item of the call, so its
+    // version is the one that computed the response (issue 16, defect 7).
+    ctx_->AddInitialMetadata(kModelVersionKey, model_->version);
   }
 
   void OnCancel() override {
@@ -246,6 +251,7 @@ class ClassifyCall final : public ModelCall {
       result->set_tokens(tokens_[i]);
     }
     response_.set_model(model().name);
+    response_.set_model_version(model().version);
     FillUsageAndTiming(response_.mutable_usage(), response_.mutable_timing());
     return absl::OkStatus();
   }
@@ -300,6 +306,7 @@ class AnswerCall final : public ModelCall {
     response_.set_null_score_diff(result->null_score_diff);
     if (result->no_answer) model().metrics->OnNoAnswer();
     response_.set_model(model().name);
+    response_.set_model_version(model().version);
     FillUsageAndTiming(response_.mutable_usage(), response_.mutable_timing());
     return absl::OkStatus();
   }
@@ -345,6 +352,7 @@ class RerankCall final : public ModelCall {
       doc->set_chunk_end_char(chars.end);
     }
     response_.set_model(model().name);
+    response_.set_model_version(model().version);
     FillUsageAndTiming(response_.mutable_usage(), response_.mutable_timing());
     return absl::OkStatus();
   }

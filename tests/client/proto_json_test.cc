@@ -16,9 +16,10 @@ TEST(ProtoJsonTest, SnakeCaseNamesNumbersAndDefaults) {
   labels->set_tokens(7);
   response.mutable_usage()->set_tokens(12345678901234ull);
   response.set_model("m");
+  response.set_model_version("0123456789abcdef");
   const nlohmann::json j = ProtoToJson(response);
   EXPECT_EQ(j.dump(),
-            "{\"model\":\"m\",\"results\":[{\"labels\":[{\"label\":\"positive\",\"score\":0.8123}],"
+            "{\"model\":\"m\",\"model_version\":\"0123456789abcdef\",\"results\":[{\"labels\":[{\"label\":\"positive\",\"score\":0.8123}],"
             "\"tokens\":7,\"truncated\":false}],\"timing\":null,"
             "\"usage\":{\"items\":0,\"tokens\":12345678901234}}");
 }

@@ -254,6 +254,21 @@ class ResultsTest(unittest.TestCase):
             self.assertRegex(by_name[name].version, r"^[0-9a-f]{16}$")
         self.assertEqual(list(by_name["classify"].labels), e2e.CLASSIFY_LABELS)
 
+    def test_every_response_names_the_model_version_that_computed_it(self):
+        # Issue 16, defect 7: in the message and as a response header.
+        versions = {m.name: m.version for m in self.stub.ListModels(pb.ListModelsRequest(), timeout=10).models}
+        calls = {
+            "classify": (self.stub.Classify, pb.ClassifyRequest(model="classify", texts=["refund please"])),
+            "answer": (self.stub.Answer, pb.AnswerRequest(model="answer", question="Who?", contexts=["Bob runs."])),
+            "rerank": (self.stub.Rerank, pb.RerankRequest(model="rerank", query="bread", documents=["fish", "bread"])),
+        }
+        for name, (method, request) in calls.items():
+            with self.subTest(model=name):
+                response, call = method.with_call(request, timeout=30)
+                self.assertEqual(response.model_version, versions[name])
+                headers = dict(call.initial_metadata())
+                self.assertEqual(headers.get("x-dserve-model-version"), versions[name])
+
 
 if __name__ == "__main__":
     unittest.main()
