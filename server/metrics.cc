@@ -43,7 +43,15 @@ const Histogram::BucketBoundaries& TokenBuckets() {
 // /proc on every scrape.
 class ProcessCollector : public prometheus::Collectable {
  public:
-  ProcessCollector() : start_time_(ReadStartTime()) {}
+  ProcessCollector() : start_time_(StartTime()) {}
+
+  // Computed once (issue 16, defect 7): ReadStartTime() pairs time(2), in
+  // whole seconds, with /proc/uptime, in hundredths, so each reading differs
+  // by up to a second and a scrape-to-scrape change looks like a restart.
+  static double StartTime() {
+    static const double value = ReadStartTime();
+    return value;
+  }
 
   std::vector<prometheus::MetricFamily> Collect() const override {
     std::vector<prometheus::MetricFamily> out;
@@ -116,6 +124,7 @@ class ProcessCollector : public prometheus::Collectable {
 }  // namespace
 
 Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  ProcessCollector::StartTime();  // read at start-up, the same in every scrape
   auto& r = *registry_;
   requests_ = &prometheus::BuildCounter()
                    .Name("dserve_requests_total")

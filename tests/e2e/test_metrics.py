@@ -2,6 +2,7 @@
 DESIGN section 3 is there, and the counters agree with the traffic sent."""
 import re
 import subprocess
+import time
 import unittest
 
 import grpc
@@ -104,6 +105,15 @@ class MetricsTest(unittest.TestCase):
             self.assertIsNotNone(warmup, model)
             self.assertGreater(warmup, 0.0, model)
             self.assertIn("model %s: warmed up in" % model, log)
+
+    def test_process_start_time_is_the_same_in_every_scrape(self):
+        # Issue 16, defect 7: it was recomputed per scrape from time(2) and
+        # /proc/uptime and moved by up to a second (a restart, to a dashboard).
+        values = set()
+        for _ in range(5):
+            values.add(e2e.metric_value(e2e.parse_prometheus(self.server.scrape()), "process_start_time_seconds"))
+            time.sleep(0.03)  # /proc/uptime moves in hundredths; time(2) in seconds
+        self.assertEqual(len(values), 1, values)
 
     def test_histogram_buckets_are_cumulative(self):
         for name in HISTOGRAMS:
