@@ -21,6 +21,12 @@ absl::Status CheckText(absl::string_view field, const std::string& text, int64_t
   return absl::OkStatus();
 }
 
+// CheckText for `name`[`index`]; the field name is only built for an error.
+absl::Status CheckText(absl::string_view name, int index, const std::string& text, int64_t max_bytes) {
+  if (!text.empty() && static_cast<int64_t>(text.size()) <= max_bytes) return absl::OkStatus();
+  return CheckText(absl::StrCat(name, "[", index, "]"), text, max_bytes);
+}
+
 absl::Status CheckCount(absl::string_view field, int64_t count, int64_t limit, absl::string_view flag) {
   if (count == 0) return absl::InvalidArgumentError(absl::StrCat(field, ": at least one is required"));
   if (count > limit) {
@@ -146,7 +152,7 @@ absl::Status CheckClassifyLimits(const v1::ClassifyRequest& request, const Serve
   }
   if (auto t = ToTruncation(request.truncation(), Truncation::kLongestFirst); !t.ok()) return t.status();
   for (int i = 0; i < request.texts_size(); ++i) {
-    if (auto s = CheckText(absl::StrCat("texts[", i, "]"), request.texts(i), limits.max_text_bytes); !s.ok()) return s;
+    if (auto s = CheckText("texts", i, request.texts(i), limits.max_text_bytes); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -159,9 +165,7 @@ absl::Status CheckAnswerLimits(const v1::AnswerRequest& request, const ServeOpti
     return s;
   }
   for (int c = 0; c < request.contexts_size(); ++c) {
-    if (auto s = CheckText(absl::StrCat("contexts[", c, "]"), request.contexts(c), limits.max_text_bytes); !s.ok()) {
-      return s;
-    }
+    if (auto s = CheckText("contexts", c, request.contexts(c), limits.max_text_bytes); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -175,9 +179,7 @@ absl::Status CheckRerankLimits(const v1::RerankRequest& request, const ServeOpti
   }
   if (auto t = ToTruncation(request.truncation(), Truncation::kNone); !t.ok()) return t.status();
   for (int d = 0; d < request.documents_size(); ++d) {
-    if (auto s = CheckText(absl::StrCat("documents[", d, "]"), request.documents(d), limits.max_text_bytes); !s.ok()) {
-      return s;
-    }
+    if (auto s = CheckText("documents", d, request.documents(d), limits.max_text_bytes); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -185,10 +187,6 @@ absl::Status CheckRerankLimits(const v1::RerankRequest& request, const ServeOpti
 absl::StatusOr<PreparedClassify> PrepareClassify(const v1::ClassifyRequest& request, const ServeOptions& limits,
                                                  const ModelInputSpec& model) {
   if (auto s = CheckClassifyLimits(request, limits); !s.ok()) return s;
-  if (auto s = CheckCount("texts", request.texts_size(), limits.max_texts_per_request, "--max-texts-per-request");
-      !s.ok()) {
-    return s;
-  }
   auto truncation = ToTruncation(request.truncation(), Truncation::kLongestFirst);
   if (!truncation.ok()) return truncation.status();
   EncodeOptions encode;
@@ -199,7 +197,6 @@ absl::StatusOr<PreparedClassify> PrepareClassify(const v1::ClassifyRequest& requ
   for (int i = 0; i < request.texts_size(); ++i) {
     const std::string field = absl::StrCat("texts[", i, "]");
     const std::string& text = request.texts(i);
-    if (auto s = CheckText(field, text, limits.max_text_bytes); !s.ok()) return s;
     auto encoding = model.tokenizer->Encode(text, encode);
     if (!encoding.ok()) return InField(field, encoding.status());
     // Truncated iff the last text token does not end the text.
@@ -216,16 +213,9 @@ absl::StatusOr<PreparedClassify> PrepareClassify(const v1::ClassifyRequest& requ
 absl::StatusOr<PreparedAnswer> PrepareAnswer(const v1::AnswerRequest& request, const ServeOptions& limits,
                                              const ModelInputSpec& model) {
   if (auto s = CheckAnswerLimits(request, limits); !s.ok()) return s;
-  if (auto s = CheckText("question", request.question(), limits.max_text_bytes); !s.ok()) return s;
-  if (auto s = CheckCount("contexts", request.contexts_size(), limits.max_contexts_per_request,
-                          "--max-contexts-per-request");
-      !s.ok()) {
-    return s;
-  }
   PreparedAnswer out;
   for (int c = 0; c < request.contexts_size(); ++c) {
     const std::string field = absl::StrCat("contexts[", c, "]");
-    if (auto s = CheckText(field, request.contexts(c), limits.max_text_bytes); !s.ok()) return s;
     auto plan = model.tokenizer->PlanQuestionContextWindows(request.question(), request.contexts(c),
                                                             model.max_length, model.doc_stride,
                                                             /*clamp_stride=*/true);
@@ -248,12 +238,6 @@ absl::StatusOr<PreparedAnswer> PrepareAnswer(const v1::AnswerRequest& request, c
 absl::StatusOr<PreparedRerank> PrepareRerank(const v1::RerankRequest& request, const ServeOptions& limits,
                                              const ModelInputSpec& model) {
   if (auto s = CheckRerankLimits(request, limits); !s.ok()) return s;
-  if (auto s = CheckText("query", request.query(), limits.max_text_bytes); !s.ok()) return s;
-  if (auto s = CheckCount("documents", request.documents_size(), limits.max_documents_per_request,
-                          "--max-documents-per-request");
-      !s.ok()) {
-    return s;
-  }
   auto truncation = ToTruncation(request.truncation(), Truncation::kNone);
   if (!truncation.ok()) return truncation.status();
   // Unspecified: chunk long documents and keep the best chunk.
@@ -262,7 +246,6 @@ absl::StatusOr<PreparedRerank> PrepareRerank(const v1::RerankRequest& request, c
   for (int d = 0; d < request.documents_size(); ++d) {
     const std::string field = absl::StrCat("documents[", d, "]");
     const std::string& doc = request.documents(d);
-    if (auto s = CheckText(field, doc, limits.max_text_bytes); !s.ok()) return s;
     if (chunk) {
       auto plan = model.tokenizer->PlanQueryDocumentChunks(request.query(), doc, model.max_length,
                                                            model.doc_stride, /*clamp_stride=*/true);

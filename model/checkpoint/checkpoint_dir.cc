@@ -155,10 +155,13 @@ absl::Status ResolveShards(const std::string& dir, const char* index_name, Check
   return absl::OkStatus();
 }
 
-absl::Status CopyTokenizer(const std::string& src, const std::string& dir, const ModelConfig& config) {
+absl::Status CopyTokenizer(const std::string& src, const std::string& dir) {
   const size_t slash = src.find_last_of('/');
   const std::string base = src.substr(slash + 1);  // npos + 1 == 0
-  const char* name = base == kTokenizerJson ? kTokenizerJson : config.albert ? kSpiece : kSpm;
+  // A checkpoint's own name is kept (ALBERT's spiece.model, DeBERTa's
+  // spm.model, tokenizer.json); any other file (--tokenizer PATH) becomes
+  // spm.model.
+  const char* name = base == kTokenizerJson ? kTokenizerJson : base == kSpiece ? kSpiece : kSpm;
   absl::StatusOr<std::string> content = ReadFile(src);
   if (!content.ok()) {
     return absl::NotFoundError(absl::StrCat("tokenizer ", src, ": cannot read"));
@@ -196,7 +199,7 @@ absl::Status WriteContents(const std::string& tmp, const ModelConfig& config,
                            const std::string& tokenizer_src, const nlohmann::json& extra_files) {
   RETURN_IF_ERROR(WriteFileSynced(Join(tmp, kConfig), config.ToJson().dump(2) + "\n"));
   RETURN_IF_ERROR(WriteSafetensors(Join(tmp, kWeights), tensors, {{"format", "pt"}}));
-  if (!tokenizer_src.empty()) RETURN_IF_ERROR(CopyTokenizer(tokenizer_src, tmp, config));
+  if (!tokenizer_src.empty()) RETURN_IF_ERROR(CopyTokenizer(tokenizer_src, tmp));
   if (extra_files.is_object()) {
     for (auto it = extra_files.begin(); it != extra_files.end(); ++it) {
       RETURN_IF_ERROR(WriteFileSynced(Join(tmp, it.key()), it.value().dump(2) + "\n"));

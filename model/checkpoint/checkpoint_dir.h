@@ -64,9 +64,9 @@ absl::StatusOr<CheckpointFiles> ResolveCheckpoint(const std::string& dir);
 // directory level:
 //   1. everything is written into a sibling temp dir `dir.tmp.XXXXXX`
 //      (config.json from config.ToJson(), model.safetensors from `tensors`,
-//      the tokenizer copied from `tokenizer_src` as spm.model (an ALBERT
-//      config: spiece.model, the name AlbertTokenizer reads), or as
-//      tokenizer.json when the source file is called tokenizer.json, with
+//      the tokenizer copied from `tokenizer_src` under its own name when it
+//      is spm.model, spiece.model (ALBERT's, what AlbertTokenizer reads) or
+//      tokenizer.json, else as spm.model, with
 //      the tokenizer_config.json beside the source when there is one (its
 //      text-rule flags), and one
 //      file per entry of `extra_files`, an object name -> JSON, e.g.

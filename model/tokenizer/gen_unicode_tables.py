@@ -111,16 +111,7 @@ def delta_runs(mapping):
 
 
 def emit_ranges(name, rs, out):
-    out.append("constexpr CodepointRange %s[] = {" % name)
-    line = " "
-    for lo, hi in rs:
-        item = " {0x%X, 0x%X}," % (lo, hi)
-        if len(line) + len(item) > 98:
-            out.append(line)
-            line = " "
-        line += item
-    out.append(line)
-    out.append("};")
+    emit_rows("constexpr CodepointRange %s[]" % name, rs, "{0x%X, 0x%X}", out)
 
 
 def emit_rows(decl, rows, fmt, out):

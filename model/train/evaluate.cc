@@ -224,15 +224,13 @@ CrossFit CrossFitThreshold(const std::vector<SquadGold>& gold, const std::map<st
   CrossFit out;
   std::vector<SquadGold> folds[2];
   for (const auto& g : gold) folds[FoldOf(g.id)].push_back(g);
+  for (int f = 0; f < 2; ++f) {
+    if (!folds[f].empty()) out.thresholds[f] = ChooseNullThreshold(folds[f], spans, na_probs).first;
+  }
   std::map<std::string, std::string> answered;  // each fold's questions under the other fold's threshold
   for (int f = 0; f < 2; ++f) {
-    if (folds[f].empty() || folds[1 - f].empty()) continue;
-    out.thresholds[1 - f] = ChooseNullThreshold(folds[1 - f], spans, na_probs).first;
-  }
-  for (int f = 0; f < 2; ++f) {
     // A fold alone (tiny sets): its own threshold, as nothing else exists.
-    const double t = folds[1 - f].empty() ? ChooseNullThreshold(folds[f], spans, na_probs).first : out.thresholds[1 - f];
-    if (folds[1 - f].empty()) out.thresholds[f] = t;
+    const double t = out.thresholds[folds[1 - f].empty() ? f : 1 - f];
     for (const auto& g : folds[f]) {
       auto span = spans.find(g.id);
       auto na = na_probs.find(g.id);

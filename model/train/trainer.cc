@@ -758,14 +758,15 @@ absl::StatusOr<MlmMicro> Trainer::MaskMicro(const std::vector<int>& units) {
   micro.units = units;
   std::vector<MlmExample> part;
   MaskedTokens masked;
+  const std::vector<int64_t> special_ids = MlmSpecialIds(*tokenizer_);
   absl::Status status = TorchCall("mlm masking", [&] {
     for (int u : units) {
       part.push_back(mlm_train_[static_cast<size_t>(u)]);
       micro.tokens += static_cast<int64_t>(part.back().input_ids.size());
       // Masks: a function of (seed, epoch, unit), like the data order.
       std::mt19937_64 rng(MixSeed(o_.seed ^ 0x6D6C6DULL, static_cast<uint64_t>(epoch_), static_cast<uint64_t>(u), 0));
-      MaskedTokens one = MaskTokens({part.back().input_ids}, MlmSpecialIds(*tokenizer_), tokenizer_->mask_id(),
-                                    config_.vocab_size, masking_, rng);
+      MaskedTokens one = MaskTokens({part.back().input_ids}, special_ids, tokenizer_->mask_id(), config_.vocab_size,
+                                    masking_, rng);
       for (int64_t label : one.labels.front()) micro.targets += label >= 0 ? 1 : 0;
       if (sop_ && part.back().sop_label >= 0) ++micro.sop_examples;
       masked.input_ids.push_back(std::move(one.input_ids.front()));
