@@ -1,6 +1,6 @@
 #include "server/metrics.h"
 
-#include "server/http_exposer.h"
+#include "server/http/http_server.h"
 
 #include <unistd.h>
 
@@ -202,10 +202,22 @@ std::unique_ptr<Metrics> Metrics::Create() {
 }
 
 absl::StatusOr<int> Metrics::Listen(const std::string& listen) {
-  auto exposer = HttpExposer::Start(listen, [this] { return Scrape(); });
-  if (!exposer.ok()) return exposer.status();
-  exposer_ = *std::move(exposer);
+  HttpServerOptions options;
+  options.listen = listen;
+  options.threads = 4;
+  options.max_body_bytes = 64 << 10;
+  auto server = HttpServer::Start(options);
+  if (!server.ok()) return server.status();
+  exposer_ = *std::move(server);
+  ServeOn(exposer_.get());
   return exposer_->port();
+}
+
+void Metrics::ServeOn(HttpServer* server) {
+  server->Handle("GET", "/metrics", [this](const HttpRequest&, HttpResponse* response) {
+    response->content_type = "text/plain; version=0.0.4; charset=utf-8";
+    response->body = Scrape();
+  });
 }
 
 std::string Metrics::Scrape() const {

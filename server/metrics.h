@@ -26,7 +26,7 @@ class Family;
 
 namespace dserve {
 
-class HttpExposer;
+class HttpServer;
 class Metrics;
 
 // The children of one model, resolved once. Hands out the observer the
@@ -66,9 +66,14 @@ class Metrics {
   // Creates the registry and its families (once, at start-up).
   static std::unique_ptr<Metrics> Create();
   ~Metrics();
-  // Starts serving GET /metrics on `listen` (HOST:PORT, port 0 picks one).
-  // Returns the bound port, or an error naming the address.
+  // Starts serving GET (and HEAD) /metrics on `listen` (HOST:PORT, port 0
+  // picks one) on its own plaintext HttpServer (4 threads: concurrent
+  // scrapes, keep-alive). Returns the bound port, or an error naming the
+  // address.
   absl::StatusOr<int> Listen(const std::string& listen);
+  // Adds GET /metrics to `server` (when --metrics-listen equals
+  // --http-listen, one server serves both). `server` must not outlive this.
+  void ServeOn(HttpServer* server);
 
   // The children of `model`, and its dserve_model_info series.
   std::shared_ptr<ModelMetrics> ForModel(const std::string& model, const std::string& task,
@@ -96,7 +101,7 @@ class Metrics {
   friend class ModelMetrics;
   Metrics();
   std::shared_ptr<prometheus::Registry> registry_;
-  std::unique_ptr<HttpExposer> exposer_;
+  std::unique_ptr<HttpServer> exposer_;
   prometheus::Family<prometheus::Gauge>* warmup_seconds_;
   prometheus::Family<prometheus::Counter>* requests_;
   prometheus::Family<prometheus::Histogram>* request_duration_;

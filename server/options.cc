@@ -61,6 +61,12 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
   app->add_option("--listen", o->listen, "gRPC address HOST:PORT")->capture_default_str();
   app->add_option("--metrics-listen", o->metrics_listen, "Prometheus /metrics address; empty disables")
       ->capture_default_str();
+  app->add_option("--http-listen", o->http_listen, "HTTP/JSON API address (HOST:PORT); empty = off")
+      ->capture_default_str();
+  app->add_option("--http-default-model", o->http_default_model,
+                  "model of the TEI routes when a request names none; empty = the only model of the task");
+  app->add_option("--http-threads", o->http_threads, "HTTP server threads (keep-alive connections served at once)")
+      ->capture_default_str();
   app->add_option("--device", o->device, "auto|cpu|cuda|cuda:N")->capture_default_str();
   app->add_option("--dtype", o->dtype, "fp32|bf16|fp16")->capture_default_str();
   app->add_option("--workers", o->workers, "worker threads per model (0 = auto)")->capture_default_str();
@@ -184,6 +190,10 @@ absl::Status ValidateServeOptions(const ServeOptions& o) {
   }
   if (o.max_connection_age_s > 0 && o.max_connection_age_s < 0.001) {
     return absl::InvalidArgumentError("--max-connection-age-s must be 0 (never) or at least 0.001");
+  }
+  if (o.http_threads < 1 || o.http_threads > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--http-threads must be between 1 and 4096 (got ", o.http_threads, ")"));
   }
   if (o.tls_cert.empty() != o.tls_key.empty()) {
     return absl::InvalidArgumentError("--tls-cert and --tls-key must be given together");

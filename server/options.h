@@ -28,6 +28,21 @@ struct ServeOptions {
   std::string listen = "0.0.0.0:5001";
   // Prometheus /metrics address; empty = no metrics endpoint. Default 0.0.0.0:9090.
   std::string metrics_listen = "0.0.0.0:9090";
+  // HTTP/JSON API address (server/http/: TEI/Cohere-compatible routes,
+  // /v1/*, /openapi.json, the try-it page); empty = off, the default (the
+  // HTTP door is opt-in so an upgrade opens no new port). May equal
+  // metrics_listen: one server then serves both (and /metrics gets the
+  // HTTP door's TLS).
+  std::string http_listen;
+  // Model used by the TEI routes (/predict, /rerank, /tokenize, /info) when
+  // the request names none (?model=NAME); empty = the only model of the
+  // route's task (two or more: the request must name one). Default empty.
+  std::string http_default_model;
+  // HTTP server threads, each serving one connection at a time (the library
+  // is synchronous; a thread waits while its request is computed), so this
+  // caps the keep-alive HTTP clients served at once. Default 64 (the bench's
+  // client count; idle threads cost only their stack).
+  int http_threads = 64;
   // auto | cpu | cuda | cuda:N. Default auto (CUDA when LibTorch has it).
   std::string device = "auto";
   // fp32 | bf16 | fp16. Default fp32 (bf16 is faster on AVX512-BF16/AMX CPUs
