@@ -150,10 +150,13 @@ class SelfAttention(nn.Module):
         B, L, _ = x.shape
         return x.view(B, L, self.h, -1).permute(0, 2, 1, 3).contiguous().view(B * self.h, L, -1)
 
-    def forward(self, x, att_mask, rel_pos, rel_emb):
+    def forward(self, x, att_mask, rel_pos, rel_emb, query_states=None):
+        # query_states (the Enhanced Mask Decoder's queries, as HF's
+        # DisentangledSelfAttention takes them): queries from it, keys and
+        # values from x.
         c = self.c
         B, L, _ = x.shape
-        q = self.split(self.query_proj(x))
+        q = self.split(self.query_proj(x if query_states is None else query_states))
         k = self.split(self.key_proj(x))
         v = self.split(self.value_proj(x))
         scale = torch.sqrt(torch.tensor(q.size(-1), dtype=torch.float) * self.scale_factor).to(q.dtype)
@@ -200,8 +203,9 @@ class Attention(nn.Module):
         setattr(self, "self", SelfAttention(c))
         self.output = DenseLN(c.num_attention_heads * c.attention_head_size, c)
 
-    def forward(self, x, att_mask, rel_pos, rel_emb):
-        return self.output(getattr(self, "self")(x, att_mask, rel_pos, rel_emb), x)
+    def forward(self, x, att_mask, rel_pos, rel_emb, query_states=None):
+        residual = x if query_states is None else query_states
+        return self.output(getattr(self, "self")(x, att_mask, rel_pos, rel_emb, query_states), residual)
 
 
 class Intermediate(nn.Module):
@@ -221,8 +225,8 @@ class Layer(nn.Module):
         self.intermediate = Intermediate(c)
         self.output = DenseLN(c.intermediate_size, c)
 
-    def forward(self, x, att_mask, rel_pos, rel_emb):
-        a = self.attention(x, att_mask, rel_pos, rel_emb)
+    def forward(self, x, att_mask, rel_pos, rel_emb, query_states=None):
+        a = self.attention(x, att_mask, rel_pos, rel_emb, query_states)
         return self.output(self.intermediate(a), a)
 
 
@@ -253,24 +257,32 @@ class Encoder(nn.Module):
             self.LayerNorm = nn.LayerNorm(c.hidden_size, c.layer_norm_eps)
         self.conv = ConvLayer(c) if c.conv_kernel_size > 0 else None
 
-    def forward(self, x, mask):
+    def attention_inputs(self, mask, L):
+        """(pair mask [B, 1, L, L], relative positions, relative table) every layer uses."""
         c = self.c
-        L = x.shape[1]
         m = mask.to(torch.long)
         att_mask = (m.unsqueeze(1).unsqueeze(2) * m.unsqueeze(1).unsqueeze(-1)).bool()
         rel_pos = rel_emb = None
         if c.relative_attention:
-            rel_pos = build_relative_position(L, L, c.position_buckets, c.max_rel, x.device)
+            rel_pos = build_relative_position(L, L, c.position_buckets, c.max_rel, mask.device)
             rel_emb = self.rel_embeddings.weight
             if "layer_norm" in c.norm_rel_ebd:
                 rel_emb = self.LayerNorm(rel_emb)
+        return att_mask, rel_pos, rel_emb
+
+    def forward(self, x, mask, all_layers=False):
+        """Last hidden state, or with all_layers [embeddings, layer 1 .. layer N outputs]."""
+        c = self.c
+        att_mask, rel_pos, rel_emb = self.attention_inputs(mask, x.shape[1])
         h = x
+        states = [x]
         for i in range(c.num_hidden_layers):
             out = self.layer[0 if c.share_layers else i](h, att_mask, rel_pos, rel_emb)
             if i == 0 and self.conv is not None:
                 out = self.conv(x, out, mask)
             h = out
-        return h
+            states.append(h)
+        return states if all_layers else h
 
 
 class Pooler(nn.Module):

@@ -152,6 +152,12 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainCommandOptions* options) {
   cmd->add_flag("--no-emd", t.no_emd, "mlm: no Enhanced Mask Decoder (ablation)");
   cmd->add_option("--mask-prob", t.mask_prob, "mlm: fraction of tokens selected")->capture_default_str();
   cmd->add_option("--problem-type", t.problem_type, "classify: multi_label_classification to force BCE");
+  cmd->add_option("--dump-batches", t.dump_batches_dir,
+                  "write DIR/run.json, DIR/initial.safetensors (weights before step 1) and one "
+                  "DIR/step_NNNNNN.safetensors per step: each micro-batch's m<i>.input_ids, attention_mask, "
+                  "token_type_ids, targets (labels | start_positions, end_positions | chunk_pair, targets, "
+                  "pair_unit | mlm labels), and metadata \"dserve\" = JSON {loss, lr, grad_norm, units or "
+                  "targets}; for the exact-loss oracle (docs/training.md). Single process, no --resume");
   cmd->add_option("--threads", t.threads, "intra-op threads per rank (0 = default)")->capture_default_str();
   cmd->add_option("--device", t.device, "cpu")->capture_default_str();
   cmd->add_option("--world-size", t.world_size, "ranks in the job (c10d Gloo)")->capture_default_str();

@@ -29,6 +29,7 @@
 #include "model/checkpoint/checkpoint_dir.h"
 #include "model/family/tokenizer_for_model.h"
 #include "model/tokenizer/tokenizer.h"
+#include "model/train/batch_dump.h"
 #include "model/train/data.h"
 #include "model/train/distributed.h"
 #include "model/train/evaluate.h"
@@ -204,6 +205,8 @@ class Trainer {
   std::unique_ptr<TrainableModel> model_;
   std::vector<std::pair<std::string, torch::Tensor>> params_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;
+  std::vector<std::string> no_decay_names_;  // parameters without weight decay
+  std::unique_ptr<BatchDump> dump_;          // --dump-batches
 
   // progress counters (saved in trainer_state/state.json)
   int64_t step_ = 0;
@@ -275,6 +278,9 @@ absl::Status Trainer::Setup() {
     // float32 (error "expected scalar type BFloat16 but found Float").
     return absl::UnimplementedError("--bf16: CPU autocast of the encoder is not supported yet; train in fp32");
   }
+  if (!o_.dump_batches_dir.empty() && (o_.world_size > 1 || o_.resume)) {
+    return absl::InvalidArgumentError("--dump-batches needs a single process run from the start (no --resume)");
+  }
   if (o_.device != "cpu") {
     return absl::InvalidArgumentError(absl::StrCat("--device ", o_.device, ": training runs on cpu in this build"));
   }
@@ -311,13 +317,42 @@ absl::Status Trainer::Setup() {
   steps_per_epoch_ = (micro_per_epoch_ + o_.grad_accum - 1) / o_.grad_accum;
   total_steps_ = steps_per_epoch_ * o_.epochs;
   if (o_.max_steps > 0) total_steps_ = std::min<int64_t>(total_steps_, o_.max_steps);
-  warmup_steps_ = static_cast<int64_t>(std::llround(o_.warmup_ratio * total_steps_));
+  // Hugging Face's TrainingArguments.get_warmup_steps: ceil, not round
+  // (the exact-loss oracle caught 2 vs 3 warmup steps for 0.12 x 20).
+  warmup_steps_ = static_cast<int64_t>(std::ceil(static_cast<double>(total_steps_) * o_.warmup_ratio));
   if (IsMain()) {
     log_->info("{}: {} training units ({} sequences, {} truncated/windowed), {} steps/epoch, {} steps, global batch {}",
                o_.task, units, train_.features.size(), train_.truncated, steps_per_epoch_, total_steps_,
                global * o_.grad_accum);
     RETURN_IF_ERROR(MetricsCsv::Open((fs::path(o_.out_dir) / "metrics.csv").string(), EvalColumns(),
                                      resumed_ ? step_ : 0, &csv_));
+  }
+  if (!o_.dump_batches_dir.empty()) {
+    json run = {{"format", 1},
+                {"task", o_.task},
+                {"config", config_.ToJson()},
+                {"optimizer",
+                 {{"name", "adamw"},
+                  {"lr", o_.lr},
+                  {"weight_decay", o_.weight_decay},
+                  {"betas", {0.9, 0.999}},
+                  {"eps", o_.adam_eps},
+                  {"max_grad_norm", o_.max_grad_norm},
+                  {"schedule", "linear"},
+                  {"warmup_ratio", o_.warmup_ratio},
+                  {"warmup_steps", warmup_steps_},
+                  {"total_steps", total_steps_}}},
+                {"batch_size", o_.batch_size},
+                {"grad_accum", o_.grad_accum},
+                {"listwise", o_.listwise},
+                {"emd", !o_.no_emd},
+                {"objective", o_.objective.empty() ? "mlm" : o_.objective},
+                {"no_decay", no_decay_names_}};
+    json names = json::array();
+    for (const auto& [name, p] : params_) names.push_back(name);
+    run["params"] = names;
+    ASSIGN_OR_RETURN(dump_, BatchDump::Create(o_.dump_batches_dir, run, params_));
+    log_->info("--dump-batches: writing every step's batches to {}", o_.dump_batches_dir);
   }
   return absl::OkStatus();
 }
@@ -591,6 +626,7 @@ absl::Status Trainer::SetupOptimizer() {
       const bool exclude = absl::EndsWith(name, ".bias") || name.find("LayerNorm") != std::string::npos ||
                            name.find("layer_norm") != std::string::npos;
       (exclude ? no_decay : decay).push_back(p);
+      if (exclude) no_decay_names_.push_back(name);
     }
     auto opts = [&](double wd) {
       return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(o_.lr)
@@ -665,6 +701,7 @@ absl::StatusOr<MicroResult> Trainer::Micro(const std::vector<int>& units, double
   absl::Status status = TorchCall("training step", [&] {
     TrainableModel::Outputs out = model_->Forward(batch, /*training=*/true);
     const auto n = static_cast<int64_t>(indices.size());
+    std::vector<std::pair<std::string, torch::Tensor>> dumped;  // --dump-batches: this micro-batch's targets
     switch (task_) {
       case Task::kClassify: {
         torch::Tensor logits = out.logits.to(torch::kFloat);
@@ -677,11 +714,13 @@ absl::StatusOr<MicroResult> Trainer::Micro(const std::vector<int>& units, double
                            logits, target, F::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kNone))
                            .mean(1)
                            .sum();
+          dumped.emplace_back("labels", target);
         } else {
           std::vector<int64_t> y;
           for (int i : indices) y.push_back(train_.features[static_cast<size_t>(i)].labels.front());
-          loss_sum = F::cross_entropy(logits, torch::tensor(y, torch::kLong),
-                                        F::CrossEntropyFuncOptions().reduction(torch::kSum));
+          torch::Tensor labels = torch::tensor(y, torch::kLong);
+          loss_sum = F::cross_entropy(logits, labels, F::CrossEntropyFuncOptions().reduction(torch::kSum));
+          dumped.emplace_back("labels", labels);
         }
         break;
       }
@@ -695,9 +734,10 @@ absl::StatusOr<MicroResult> Trainer::Micro(const std::vector<int>& units, double
           e.push_back(train_.features[static_cast<size_t>(i)].end);
         }
         auto sum = F::CrossEntropyFuncOptions().reduction(torch::kSum);
-        loss_sum = (F::cross_entropy(masked(out.start), torch::tensor(s, torch::kLong), sum) +
-                      F::cross_entropy(masked(out.end), torch::tensor(e, torch::kLong), sum)) /
-                     2.0;
+        torch::Tensor starts = torch::tensor(s, torch::kLong), ends = torch::tensor(e, torch::kLong);
+        loss_sum = (F::cross_entropy(masked(out.start), starts, sum) + F::cross_entropy(masked(out.end), ends, sum)) / 2.0;
+        dumped.emplace_back("start_positions", starts);
+        dumped.emplace_back("end_positions", ends);
         break;
       }
       case Task::kRerank: {
@@ -707,6 +747,7 @@ absl::StatusOr<MicroResult> Trainer::Micro(const std::vector<int>& units, double
         std::vector<torch::Tensor> pooled;
         std::vector<float> y;
         std::vector<int64_t> pairs_per_unit;
+        std::vector<int64_t> chunk_pair, pair_unit;  // --dump-batches: the grouping
         int64_t row = 0;
         for (int u : units) {
           const auto& unit = train_.units[static_cast<size_t>(u)];
@@ -716,6 +757,8 @@ absl::StatusOr<MicroResult> Trainer::Micro(const std::vector<int>& units, double
             size_t end = k + 1;
             while (end < unit.size() && train_.features[static_cast<size_t>(unit[end])].pair == first.pair) ++end;
             pooled.push_back(chunk_logits.narrow(0, row + static_cast<int64_t>(k), static_cast<int64_t>(end - k)).max());
+            chunk_pair.insert(chunk_pair.end(), end - k, static_cast<int64_t>(y.size()));
+            pair_unit.push_back(static_cast<int64_t>(pairs_per_unit.size()));
             y.push_back(first.target);
             ++pairs;
             k = end;
@@ -742,12 +785,26 @@ absl::StatusOr<MicroResult> Trainer::Micro(const std::vector<int>& units, double
           }
           loss_sum = total;
         }
+        dumped.emplace_back("chunk_pair", torch::tensor(chunk_pair, torch::kLong));
+        dumped.emplace_back("targets", target);
+        dumped.emplace_back("pair_unit", torch::tensor(pair_unit, torch::kLong));
         break;
       }
       default:
         break;
     }
     r.objective = loss_sum / examples;
+    if (dump_ != nullptr) {
+      const int64_t B = batch.batch_size, L = batch.length;
+      auto ids = [&](const std::vector<int64_t>& v) {
+        return torch::from_blob(const_cast<int64_t*>(v.data()), {B, L}, torch::kLong).clone();
+      };
+      dumped.insert(dumped.begin(), {{"input_ids", ids(batch.input_ids)}, {"attention_mask", ids(batch.attention_mask)}});
+      if (!batch.token_type_ids.empty() && config_.type_vocab_size > 0) {
+        dumped.emplace_back("token_type_ids", ids(batch.token_type_ids));
+      }
+      dump_->AddMicro(dumped);
+    }
   });
   RETURN_IF_ERROR(status);
   return r;
@@ -783,6 +840,16 @@ absl::StatusOr<MicroResult> Trainer::MicroMlm(const MlmMicro& micro, double targ
   r.tokens = micro.tokens;
   absl::Status status = TorchCall("mlm step", [&] {
     MlmOutput out = model_->Mlm(micro.batch, !o_.no_emd, /*training=*/true);
+    if (dump_ != nullptr) {
+      std::vector<std::pair<std::string, torch::Tensor>> dumped = {{"input_ids", micro.batch.input_ids},
+                                                                  {"attention_mask", micro.batch.attention_mask},
+                                                                  {"labels", micro.batch.labels}};
+      if (micro.batch.token_type_ids.defined() && config_.type_vocab_size > 0) {
+        dumped.emplace_back("token_type_ids", micro.batch.token_type_ids);
+      }
+      if (micro.batch.sop_labels.defined()) dumped.emplace_back("sop_labels", micro.batch.sop_labels);
+      dump_->AddMicro(dumped);
+    }
     // HF: mean cross-entropy over the masked tokens (+ the SOP mean); here
     // each micro-batch's sums over the whole step's counts.
     r.objective = targets > 0 ? out.mlm_loss * (static_cast<double>(out.count) / targets) : out.mlm_loss * 0.0;
@@ -1121,6 +1188,16 @@ absl::Status Trainer::Loop() {
       }
       optimizer_->step();
     }));
+    if (dump_ != nullptr) {
+      json info = {{"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm}};
+      if (task_ == Task::kMlm) {
+        info["targets"] = mlm_targets;
+        info["sop_examples"] = sop_examples;
+      } else {
+        info["units"] = denom;
+      }
+      RETURN_IF_ERROR(dump_->FinishStep(step_ + 1, info));
+    }
     if (!std::isfinite(grad_norm)) {
       ++skipped_steps_;
       if (IsMain()) {

@@ -80,6 +80,10 @@ struct TrainOptions {
   std::string problem_type;   // classify: "" (from the data) or multi_label_classification
   int threads = 0;            // intra-op threads (0 = torch's default / cores per rank)
   std::string device = "cpu";
+  // --dump-batches DIR: every step's micro-batches, targets, normalisation
+  // and loss, plus the initial weights (model/train/batch_dump.h), for the
+  // exact-loss oracle. Single process, not with --resume.
+  std::string dump_batches_dir;
 
   // Distributed (c10d Gloo). world_size 1 = single process.
   int world_size = 1;

@@ -1,0 +1,159 @@
+#!/usr/bin/python3
+"""ctest driver of the exact-loss oracle (issue 18): trains a tiny model with
+`dserve train --dump-batches` for 20 steps in fp32 with dropout 0, replays
+the dump with tests/oracle/oracle.py (an independent PyTorch loop) and
+checks that every step's loss agrees within 1e-4. Then replays once more
+with a deliberate perturbation (a different learning rate, or for mlm no
+EMD) and checks that this is caught, so the comparison is known to be sharp.
+
+usage: oracle_test.py TASK DSERVE_BINARY SHARED_DIR SCRATCH_DIR
+TASK: classify | answer | rerank | rerank_listwise | mlm
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import oracle  # noqa: E402
+
+STEPS = 20
+TOLERANCE = 1e-4
+
+WORDS = ("the old mill opens its doors every morning river runs past village bank children throw flat stones "
+         "that skip on water in afternoon light turns golden has been there for two hundred years miller at six "
+         "invoice bill charge package delivery parcel password login account refund money return").split()
+
+
+def words(i, n):
+    return " ".join(WORDS[(i * 7 + j * 3) % len(WORDS)] for j in range(n))
+
+
+def small_config(shared, golden, task, hidden=32, heads=4, layers=2):
+    with open(os.path.join(shared, "goldens", "model", golden, "config.json")) as f:
+        c = json.load(f)
+    c.update({"vocab_size": 320, "hidden_size": hidden, "pooler_hidden_size": hidden, "num_attention_heads": heads,
+              "intermediate_size": 2 * hidden, "num_hidden_layers": layers, "hidden_dropout_prob": 0.0,
+              "attention_probs_dropout_prob": 0.0, "pooler_dropout": 0})
+    if "embedding_size" in c:
+        c["embedding_size"] = hidden // 2
+    for k in ("id2label", "label2id"):
+        c.pop(k, None)
+    return c
+
+
+def write_classify(path):
+    labels = ["billing", "shipping", "refund"]
+    with open(path, "w") as f:
+        for i in range(42):  # 42 = 5 full steps of 2 x 4 and a last step of one micro-batch of 2
+            f.write(json.dumps({"text": words(i, 4 + i % 9) + " " + labels[i % 3], "label": labels[i % 3]}) + "\n")
+
+
+def write_answer(path):
+    paragraphs = []
+    for p in range(6):
+        colour = ["red", "green", "blue"][p % 3]
+        context = "%s The %s is %s and it costs %d pounds. %s" % (words(p, 10), WORDS[p], colour, 3 + p,
+                                                                   words(p + 3, 14))
+        qas = [{"id": "q%d_0" % p, "question": "What colour is the %s?" % WORDS[p],
+                "answers": [{"text": colour, "answer_start": context.index(" %s and" % colour) + 1}],
+                "is_impossible": False},
+               {"id": "q%d_1" % p, "question": "How much does it cost?",
+                "answers": [{"text": "%d pounds" % (3 + p), "answer_start": context.index("%d pounds" % (3 + p))}],
+                "is_impossible": False},
+               {"id": "q%d_2" % p, "question": "Who built it?", "answers": [], "is_impossible": True}]
+        paragraphs.append({"context": context, "qas": qas})
+    with open(path, "w") as f:
+        json.dump({"version": "v2.0", "data": [{"title": "toy", "paragraphs": paragraphs}]}, f)
+
+
+def write_rerank(path):
+    with open(path, "w") as f:
+        for q in range(8):
+            query = words(q, 3)
+            for d in range(4):
+                # Some passages are long enough to be split into several chunks.
+                n = 30 if (q + d) % 3 == 0 else 6 + d
+                passage = words(q + 5 * d, n)
+                f.write(json.dumps({"query": query, "passage": passage, "label": int(d == q % 4)}) + "\n")
+
+
+def write_mlm(path):
+    with open(path, "w") as f:
+        for doc in range(8):
+            for line in range(4):
+                f.write(words(doc * 4 + line, 6 + (doc + line) % 7).capitalize() + ".\n")
+            f.write("\n")
+
+
+TASKS = {
+    # task: (golden config, data writer, file name, extra train options)
+    "classify": ("cls_factorized", write_classify, "train.jsonl", ["--max-length", "24"]),
+    "answer": ("qa_c2p_only", write_answer, "train.json", ["--max-length", "32", "--doc-stride", "12"]),
+    "rerank": ("rerank_p2c_nonorm", write_rerank, "train.jsonl", ["--max-length", "24", "--doc-stride", "8"]),
+    "rerank_listwise": ("rerank_p2c_nonorm", write_rerank, "train.jsonl",
+                        ["--max-length", "24", "--doc-stride", "8", "--listwise", "--batch-size", "2"]),
+    "mlm": ("cls_factorized", write_mlm, "train.txt", ["--max-length", "24"]),
+}
+
+
+def main():
+    task, dserve, shared, scratch = sys.argv[1:5]
+    golden, writer, data_name, extra = TASKS[task]
+    dserve_task = "rerank" if task.startswith("rerank") else task
+    work = os.path.join(scratch, "oracle_" + task)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    config_path = os.path.join(work, "config.json")
+    with open(config_path, "w") as f:
+        json.dump(small_config(shared, golden, dserve_task), f)
+    data = os.path.join(work, data_name)
+    writer(data)
+    dump = os.path.join(work, "dump")
+    opts = {"--task": dserve_task, "--train": data, "--config": config_path,
+            "--tokenizer": os.path.join(shared, "goldens", "tokenizer", "spm.model"),
+            "--out": os.path.join(work, "out"), "--dump-batches": dump, "--max-steps": str(STEPS), "--epochs": "100",
+            "--batch-size": "4", "--grad-accum": "2", "--lr": "2e-3", "--weight-decay": "0.05",
+            "--warmup-ratio": "0.12", "--max-grad-norm": "1.0", "--seed": "7", "--threads": "2"}
+    flags = []
+    for i, arg in enumerate(extra):  # the task's own options (override the defaults above)
+        if arg.startswith("--") and (i + 1 == len(extra) or extra[i + 1].startswith("--")):
+            flags.append(arg)
+        elif arg.startswith("--"):
+            opts[arg] = extra[i + 1]
+    cmd = [dserve, "train"] + [x for kv in opts.items() for x in kv] + flags
+    print(" ".join(cmd), flush=True)
+    run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if run.returncode != 0:
+        print(run.stdout)
+        print("dserve train exited with %d" % run.returncode)
+        return 1
+    with open(os.path.join(dump, "run.json")) as f:
+        meta = json.load(f)
+    assert meta["optimizer"]["total_steps"] == STEPS, meta["optimizer"]
+
+    result = oracle.replay(dump, TOLERANCE)
+    print("%s: max |loss diff| %.3g over %d steps (tolerance %g)" % (
+        task, result["max_abs_diff"], result["steps"], TOLERANCE), flush=True)
+    failures = []
+    if result["steps"] != STEPS:
+        failures.append("%d steps dumped, expected %d" % (result["steps"], STEPS))
+    if not result["ok"]:
+        failures.append("losses differ by up to %.3g" % result["max_abs_diff"])
+    # The check must be able to fail: a perturbed oracle is caught.
+    perturb = "no_emd" if task == "mlm" else "lr"
+    bad = oracle.replay(dump, TOLERANCE, perturb=perturb, log=lambda *_: None)
+    print("%s with --perturb %s: max |loss diff| %.3g (must exceed %g)" % (
+        task, perturb, bad["max_abs_diff"], TOLERANCE))
+    if bad["ok"]:
+        failures.append("the perturbation %s went unnoticed" % perturb)
+    for f in failures:
+        print("FAIL: " + f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
