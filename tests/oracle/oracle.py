@@ -223,6 +223,15 @@ def linear_schedule(warmup, total):
     return f
 
 
+def units_of(task, listwise, m):
+    """What a non-MLM micro-batch contributes to its step's normaliser."""
+    if task == "rerank" and listwise:
+        return int(m["pair_unit"].unique().numel())  # queries
+    if task == "rerank":
+        return int(m["targets"].shape[0])  # pairs (not chunks)
+    return int(m["input_ids"].shape[0])  # examples / features
+
+
 def read_step(path):
     tensors, meta = read_safetensors(path)
     info = json.loads(meta["dserve"])
@@ -295,12 +304,7 @@ def replay(dump_dir, tolerance=1e-4, steps=None, perturb=None, log=print):
                 raise SystemExit("step %d: %d masked targets / %d SOP rows, dserve divided by %s / %s" % (
                     k, count, sop_count, info["targets"], info.get("sop_examples")))
         else:
-            if task == "rerank" and run.get("listwise"):
-                count = sum(int(m["pair_unit"].unique().numel()) for m in micros)
-            elif task == "rerank":
-                count = sum(int(m["targets"].shape[0]) for m in micros)
-            else:
-                count = sum(int(m["input_ids"].shape[0]) for m in micros)
+            count = sum(units_of(task, run.get("listwise"), m) for m in micros)
             if count != info["units"]:
                 raise SystemExit("step %d: %d units in the batches, dserve divided by %s" % (k, count, info["units"]))
         loss = 0.0
@@ -317,7 +321,7 @@ def replay(dump_dir, tolerance=1e-4, steps=None, perturb=None, log=print):
             else:
                 s = model.loss_sum(m, listwise=run.get("listwise", False), perturb=perturb)
                 if perturb == "micro_mean":
-                    obj = s / m["input_ids"].shape[0] / len(micros)
+                    obj = s / units_of(task, run.get("listwise"), m) / len(micros)
                 else:
                     obj = s / count
             obj.backward()
