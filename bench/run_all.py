@@ -81,7 +81,10 @@ PY = "/usr/bin/python3"
 # The same settings dserve applies to itself at start-up (model/util/process.cc).
 TUNED_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
                 "MALLOC_TOP_PAD_": str(64 << 20)}
-SECTIONS = ("encoder", "argmax", "serve", "packing", "rss", "albert", "long")
+SECTIONS = ("encoder", "argmax", "serve", "packing", "rss", "albert", "long", "delay")
+# Row 15 (issue 16): --max-queue-delay-us settings x closed-loop clients.
+DELAYS_US = (0, 2000, 10000)
+DELAY_CLIENTS = (1, 8, 64)
 ONNX_DIR = os.path.join(REPO, "bench", "onnx")
 ORT_NOT_INSTALLED = "ORT: not installed, run bench/onnx/setup.sh"
 # ORT's outputs against eager fp32 on the timed inputs (logits and last hidden state).
@@ -98,15 +101,15 @@ MODES = {
     "full": dict(rounds=3, enc_repeats=5, lat_repeats=10, warmup=3, serve_repeats=3, serve_duration=5,
                  serve_warmup=2, engine_lines=2048, pack_repeats=3, pack_duration=5, pack_warmup=1,
                  tok_repeats=5, rss_requests=64, rss_concurrency=16, long_length=512, long_repeats=3,
-                 long_warmup=1, long_rounds=2),
+                 long_warmup=1, long_rounds=2, delay_duration=5, delay_warmup=1),
     "quick": dict(rounds=1, enc_repeats=3, lat_repeats=5, warmup=2, serve_repeats=1, serve_duration=3,
                   serve_warmup=1, engine_lines=512, pack_repeats=1, pack_duration=3, pack_warmup=1,
                   tok_repeats=3, rss_requests=32, rss_concurrency=16, long_length=512, long_repeats=2,
-                  long_warmup=1, long_rounds=1),
+                  long_warmup=1, long_rounds=1, delay_duration=2, delay_warmup=0.5),
     "tiny": dict(rounds=1, enc_repeats=1, lat_repeats=1, warmup=0, serve_repeats=1, serve_duration=1,
                  serve_warmup=0.5, engine_lines=64, pack_repeats=1, pack_duration=2, pack_warmup=0.5,
                  tok_repeats=1, rss_requests=16, rss_concurrency=8, long_length=256, long_repeats=1,
-                 long_warmup=0, long_rounds=1),
+                 long_warmup=0, long_rounds=1, delay_duration=1, delay_warmup=0.3),
 }
 LOAD_CLIENTS_MIXED = 64
 WORDS = ("the a customer order refund billing password reset shipping parcel late account charge card invoice "
@@ -696,6 +699,51 @@ class Harness:
         res["tokenizer_share"] = res["tokenizer_s_per_item"] / res["server_cpu_s_per_item"]
         return res
 
+    # ------------------------------------------------------------------ row 15
+    def section_delay(self):
+        """Issue 16: what --max-queue-delay-us does to throughput and latency at 1, 8 and 64 closed-loop
+        clients (short texts, 16-64 tokens). One server per delay, run in turn so they never compete; the mean
+        formed batch comes from /metrics deltas over each load window."""
+        model, what = self.server_model()
+        m = self.m
+        texts = os.path.join(self.work, "delay_texts.jsonl")
+        self.make_texts(os.path.join(model, "spm.model"), texts, 256, 16, 64, 11)
+        runs = {}
+        for delay in DELAYS_US:
+            s = self.start_server(model, ["--max-queue-delay-us", str(delay)], f"delay_{delay}")
+            try:
+                for clients in DELAY_CLIENTS:
+                    m0 = self.metrics(s)
+                    ld = self.load(s, texts, clients, f"delay_{delay}_c{clients}", m["delay_duration"],
+                                   m["delay_warmup"])
+                    m1 = self.metrics(s)
+                    batches = m1.get("dserve_batch_size_count", 0) - m0.get("dserve_batch_size_count", 0)
+                    items = m1.get("dserve_batch_size_sum", 0) - m0.get("dserve_batch_size_sum", 0)
+                    run = {"items_per_s": ld["items_per_s"], "p50_ms": ld["latency_ms"]["p50"],
+                           "p99_ms": ld["latency_ms"]["p99"], "mean_batch": items / max(1.0, batches)}
+                    runs[f"{delay}/{clients}"] = run
+                    log(f"delay {delay} us, {clients} clients: {run['items_per_s']:.1f} items/s, p50 "
+                        f"{run['p50_ms']:.2f} ms, p99 {run['p99_ms']:.2f} ms, mean batch {run['mean_batch']:.1f}")
+            finally:
+                self.stop_server(s)
+        return {"model": what, "delays_us": list(DELAYS_US), "clients": list(DELAY_CLIENTS), "runs": runs,
+                "duration_s": m["delay_duration"]}
+
+    def delay_table(self):
+        """Row 15's sweep as a table: one line per (delay, clients)."""
+        D = self.results.get("delay")
+        if not D:
+            return ""
+        lines = ["| --max-queue-delay-us | clients | items/s | p50 ms | p99 ms | mean batch | items/s vs delay 0 |",
+                 "|---|---|---|---|---|---|---|"]
+        for delay in D["delays_us"]:
+            for c in D["clients"]:
+                r, base = D["runs"][f"{delay}/{c}"], D["runs"][f"{D['delays_us'][0]}/{c}"]
+                lines.append(f"| {delay} us | {c} | {r['items_per_s']:.1f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
+                             f"{r['mean_batch']:.1f} | {r['items_per_s'] / base['items_per_s']:.2f}x |")
+        return (f"Queue delay sweep (row 15; {D['model']}; {D['duration_s']} s closed-loop load per cell):\n\n"
+                + "\n".join(lines) + "\n")
+
     # ------------------------------------------------------------------ row 9
     def rss_model(self):
         """A v3-base-encoder-sized classify checkpoint (random weights, torch-written) with the server model's
@@ -1025,6 +1073,19 @@ class Harness:
                      f"{LG['ours_8_s']:.4f} s, ORT {LO['8_s']:.4f} s; 1x{L}: {med(LO['ratio_1']):.2f}x (ours "
                      f"{1e3 * LG['ours_1_s']:.1f} ms, ORT {1e3 * LO['1_s']:.1f} ms)"),
             ">= 1.2x", lambda: med(LO["ratio_8"]) >= 1.2, "long", lambda: med(LO["ratio_8"]), ort=True)
+        D = self.results.get("delay")
+
+        def delay_measured():
+            best = {c: max(D["delays_us"], key=lambda d: D["runs"][f"{d}/{c}"]["items_per_s"]) for c in D["clients"]}
+            worst_p99 = {c: D["runs"][f"{max(D['delays_us'])}/{c}"]["p99_ms"] / max(
+                1e-9, D["runs"][f"0/{c}"]["p99_ms"]) for c in D["clients"]}
+            return ("best throughput at " + ", ".join(f"{c} clients: delay {best[c]} us" for c in D["clients"])
+                    + "; p99 at the largest delay vs 0: "
+                    + ", ".join(f"{c} clients {worst_p99[c]:.2f}x" for c in D["clients"]) + " (table below)")
+        row(15, "queue delay sweep: --max-queue-delay-us 0 / 2000 / 10000 at 1, 8, 64 clients (advice in "
+                "docs/operations.md)",
+            lambda: f"{D['model']}; texts of 16-64 tokens; {D['duration_s']} s load per cell, one server per delay",
+            delay_measured, "measured (informational)", lambda: True, "delay", lambda: 0.0)
         return rows
 
     def forward_table(self):
@@ -1091,7 +1152,7 @@ class Harness:
             head += (f"\nBUSY MACHINE: other work kept the cores {100 * machine['busy_before_start']:.0f}% busy just "
                      f"before the start: timings and ratios are unreliable (multi-threaded forwards slow down "
                      f"several-fold when a core is taken).\n")
-        table = self.forward_table()
+        table = self.forward_table() + ("\n" + self.delay_table() if self.results.get("delay") else "")
         md = [head, "| # | measure | configuration | measured | target | result |", "|---|---|---|---|---|---|"]
         for r in rows:
             md.append(f"| {r['row']} | {r['measure']} | {r['config']} | {r['measured']} | {r['target']} | "

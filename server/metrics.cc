@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -128,12 +129,16 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   auto& r = *registry_;
   requests_ = &prometheus::BuildCounter()
                    .Name("dserve_requests_total")
-                   .Help("RPCs finished, by model, task and gRPC status code.")
+                   .Help("Calls finished, by model, task, gRPC status code and protocol (grpc or http).")
                    .Register(r);
   request_duration_ = &prometheus::BuildHistogram()
                            .Name("dserve_request_duration_seconds")
-                           .Help("Time from a call's arrival to its reply.")
+                           .Help("Time from a call's arrival to its reply (parse and tokenization included).")
                            .Register(r);
+  tokenization_duration_ = &prometheus::BuildHistogram()
+                                .Name("dserve_tokenization_duration_seconds")
+                                .Help("Time to tokenize (and window) one request's texts.")
+                                .Register(r);
   queue_duration_ = &prometheus::BuildHistogram()
                          .Name("dserve_queue_duration_seconds")
                          .Help("Time an item waited in the batching queue.")
@@ -204,7 +209,7 @@ std::unique_ptr<Metrics> Metrics::Create() {
 absl::StatusOr<int> Metrics::Listen(const std::string& listen) {
   HttpServerOptions options;
   options.listen = listen;
-  options.threads = 4;
+  options.threads = 8;
   options.max_body_bytes = 64 << 10;
   auto server = HttpServer::Start(options);
   if (!server.ok()) return server.status();
@@ -252,8 +257,8 @@ void Metrics::OnReload(const std::string& model, bool ok) {
   reloads_->Add({{"model", model}, {"result", ok ? "ok" : "failed"}}).Increment();
 }
 
-void Metrics::OnUnroutedRequest(const std::string& method, const std::string& code) {
-  requests_->Add({{"model", ""}, {"task", method}, {"code", code}}).Increment();
+void Metrics::OnUnroutedRequest(const std::string& method, const std::string& code, Protocol protocol) {
+  requests_->Add({{"model", ""}, {"task", method}, {"code", code}, {"protocol", ProtocolName(protocol)}}).Increment();
 }
 
 void Metrics::SetPreprocessing(int requests) { preprocessing_->Set(static_cast<double>(requests)); }
@@ -267,7 +272,10 @@ ModelMetrics::ModelMetrics(Metrics* m, const std::string& model, const std::stri
     : metrics_(m),
       model_(model),
       task_(task),
-      request_duration_(&m->request_duration_->Add({{"model", model}, {"task", task}}, LatencyBuckets())),
+      request_duration_{
+          &m->request_duration_->Add({{"model", model}, {"task", task}, {"protocol", "grpc"}}, LatencyBuckets()),
+          &m->request_duration_->Add({{"model", model}, {"task", task}, {"protocol", "http"}}, LatencyBuckets())},
+      tokenization_duration_(&m->tokenization_duration_->Add({{"model", model}}, LatencyBuckets())),
       queue_duration_(&m->queue_duration_->Add({{"model", model}}, LatencyBuckets())),
       inference_duration_(&m->inference_duration_->Add({{"model", model}, {"device", device}}, LatencyBuckets())),
       batch_size_(&m->batch_size_->Add({{"model", model}}, SizeBuckets())),
@@ -288,11 +296,16 @@ ModelMetrics::ModelMetrics(Metrics* m, const std::string& model, const std::stri
   }
 }
 
-void ModelMetrics::OnRequest(const std::string& code, absl::Duration duration, int64_t tokens) {
+void ModelMetrics::OnRequest(const std::string& code, Protocol protocol, absl::Duration duration, int64_t tokens) {
   // Label children are cached by the family; Add() with existing labels is a lookup.
-  metrics_->requests_->Add({{"model", model_}, {"task", task_}, {"code", code}}).Increment();
-  request_duration_->Observe(absl::ToDoubleSeconds(duration));
+  metrics_->requests_->Add({{"model", model_}, {"task", task_}, {"code", code}, {"protocol", ProtocolName(protocol)}})
+      .Increment();
+  request_duration_[protocol == Protocol::kHttp ? 1 : 0]->Observe(absl::ToDoubleSeconds(duration));
   if (tokens > 0) tokens_->Increment(static_cast<double>(tokens));
+}
+
+void ModelMetrics::OnTokenization(absl::Duration duration) {
+  tokenization_duration_->Observe(absl::ToDoubleSeconds(duration));
 }
 
 void ModelMetrics::OnInference(absl::Duration duration) {
@@ -320,5 +333,32 @@ void ModelMetrics::OnRejected(RejectReason reason, int64_t count) {
 }
 
 void ModelMetrics::OnQueueDepth(int64_t depth) { queue_items_->Set(static_cast<double>(depth)); }
+
+namespace {
+
+// One pool's share of its model's series (ModelMetrics::ForPool).
+class PoolObserver final : public SchedulerObserver {
+ public:
+  PoolObserver(std::shared_ptr<ModelMetrics> model, prometheus::Gauge* queue_items)
+      : model_(std::move(model)), queue_items_(queue_items) {}
+  ~PoolObserver() override { queue_items_->Decrement(static_cast<double>(depth_.load())); }
+  void OnBatch(const BatchStats& stats) override { model_->OnBatch(stats); }
+  void OnRejected(RejectReason reason, int64_t count) override { model_->OnRejected(reason, count); }
+  void OnQueueDepth(int64_t depth) override {
+    const int64_t before = depth_.exchange(depth);
+    queue_items_->Increment(static_cast<double>(depth - before));
+  }
+
+ private:
+  const std::shared_ptr<ModelMetrics> model_;
+  prometheus::Gauge* const queue_items_;
+  std::atomic<int64_t> depth_{0};
+};
+
+}  // namespace
+
+std::shared_ptr<SchedulerObserver> ModelMetrics::ForPool() {
+  return std::make_shared<PoolObserver>(shared_from_this(), queue_items_);
+}
 
 }  // namespace dserve

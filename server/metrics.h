@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/batching/observer.h"
+#include "server/protocol.h"
 
 namespace prometheus {
 class Registry;
@@ -31,24 +32,38 @@ class Metrics;
 
 // The children of one model, resolved once. Hands out the observer the
 // model's scheduler reports to.
-class ModelMetrics : public SchedulerObserver {
+class ModelMetrics : public SchedulerObserver, public std::enable_shared_from_this<ModelMetrics> {
  public:
   ModelMetrics(Metrics* metrics, const std::string& model, const std::string& task, const std::string& device);
 
-  // One finished RPC: `code` is the gRPC status name ("OK", "INVALID_ARGUMENT", ...).
-  void OnRequest(const std::string& code, absl::Duration duration, int64_t tokens);
+  // One finished call: `code` is the gRPC status name ("OK",
+  // "INVALID_ARGUMENT", ...), `protocol` the front door it came through;
+  // `duration` from its arrival (parse and tokenization included) to its reply.
+  void OnRequest(const std::string& code, Protocol protocol, absl::Duration duration, int64_t tokens);
+  // The parse-free part of pre-processing: tokenizing (and windowing) one
+  // request's texts (dserve_tokenization_duration_seconds{model}).
+  void OnTokenization(absl::Duration duration);
   void OnInference(absl::Duration duration);
   void OnNoAnswer();
 
   // SchedulerObserver
   void OnBatch(const BatchStats& stats) override;
   void OnRejected(RejectReason reason, int64_t count) override;
+  // The depth of the model's only queue. Pools use ForPool() instead: while
+  // a hot reload keeps the old version's pool alive beside the new one,
+  // dserve_queue_items{model} must be the sum of both, so an old pool
+  // draining to 0 cannot reset it (issue 16, defect 7).
   void OnQueueDepth(int64_t depth) override;
+  // An observer for one pool's scheduler: batches and rejections go to this
+  // model's series; its queue depth is added to dserve_queue_items{model}
+  // (and removed from it when the observer is destroyed with its pool).
+  std::shared_ptr<SchedulerObserver> ForPool();
 
  private:
   Metrics* metrics_;
   std::string model_, task_;
-  prometheus::Histogram* request_duration_;
+  prometheus::Histogram* request_duration_[2];  // by Protocol
+  prometheus::Histogram* tokenization_duration_;
   prometheus::Histogram* queue_duration_;
   prometheus::Histogram* inference_duration_;
   prometheus::Histogram* batch_size_;
@@ -67,8 +82,9 @@ class Metrics {
   static std::unique_ptr<Metrics> Create();
   ~Metrics();
   // Starts serving GET (and HEAD) /metrics on `listen` (HOST:PORT, port 0
-  // picks one) on its own plaintext HttpServer (4 threads: concurrent
-  // scrapes, keep-alive). Returns the bound port, or an error naming the
+  // picks one) on its own plaintext HttpServer (8 threads: concurrent
+  // scrapes, keep-alive; an idle keep-alive connection holds a thread until
+  // it has been idle 5 s, so a 9th idle client delays scrapes that long). Returns the bound port, or an error naming the
   // address.
   absl::StatusOr<int> Listen(const std::string& listen);
   // Adds GET /metrics to `server` (when --metrics-listen equals
@@ -87,7 +103,7 @@ class Metrics {
   // result "ok" (the new version serves) or "failed" (the old one still does).
   void OnReload(const std::string& model, bool ok);
   // Requests rejected before reaching a model (unknown model, auth, draining).
-  void OnUnroutedRequest(const std::string& method, const std::string& code);
+  void OnUnroutedRequest(const std::string& method, const std::string& code, Protocol protocol);
   // dserve_preprocessing_requests: requests being parsed and tokenized now
   // (at most --max-concurrent-preprocess).
   void SetPreprocessing(int requests);
@@ -105,6 +121,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* warmup_seconds_;
   prometheus::Family<prometheus::Counter>* requests_;
   prometheus::Family<prometheus::Histogram>* request_duration_;
+  prometheus::Family<prometheus::Histogram>* tokenization_duration_;
   prometheus::Family<prometheus::Histogram>* queue_duration_;
   prometheus::Family<prometheus::Histogram>* inference_duration_;
   prometheus::Family<prometheus::Histogram>* batch_size_;

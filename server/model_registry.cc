@@ -64,7 +64,7 @@ absl::Status HashFile(const std::string& path, bool whole, Fnv1a* hash) {
 // clients on 128-token texts (docs/performance.md): 1 worker x 2 threads
 // 160 items/s, 2 workers x 1 thread 389. With --threads-per-worker T: the
 // share's cores / T.
-int DefaultWorkers(const ServeOptions& o, const DebertaModel& model, int cores, int num_models) {
+int DefaultWorkers(const ModelServeSettings& o, const DebertaModel& model, int cores, int num_models) {
   if (o.workers > 0) return o.workers;
   if (model.device().rfind("cuda", 0) == 0) return 2;
   const int share = std::max(1, cores / num_models);
@@ -192,7 +192,7 @@ ModelRegistry::~ModelRegistry() {
 }
 
 absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Load(const ServeOptions& options, Metrics* metrics) {
-  ASSIGN_OR_RETURN(std::vector<ModelSpec> specs, ParseModelSpecs(options.models));
+  ASSIGN_OR_RETURN(std::vector<ModelSpec> specs, ResolveModelSpecs(options));
   std::unique_ptr<ModelRegistry> registry(new ModelRegistry(options, metrics));
   for (const auto& spec : specs) {
     const std::string fingerprint = CheckpointFingerprint(spec.dir);
@@ -272,7 +272,9 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> ModelRegistry::LoadModel(
   // forwards on representative shapes run here, before this version is
   // returned: before health says SERVING at start-up, before the switch on
   // a reload.
-  const double warmup = WarmUp(spec.name, *served->model, served->tokenizer->pad_id(), options_.max_batch_size);
+  const ModelServeSettings& settings = spec.settings;
+  served->settings = settings;
+  const double warmup = WarmUp(spec.name, *served->model, served->tokenizer->pad_id(), settings.max_batch_size);
   if (warmup < 0) return absl::InternalError(absl::StrCat("model ", spec.name, ": warm-up forward failed"));
   metrics_->OnWarmUp(spec.name, warmup);
   served->labels = config.labels();
@@ -287,16 +289,17 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> ModelRegistry::LoadModel(
                         : metrics_->ForModel(spec.name, TaskName(served->task), served->model->device(),
                                              served->model->dtype(), served->version);
   WorkerPoolOptions pool;
-  pool.workers = DefaultWorkers(options_, *served->model, cores, num_models);
-  pool.threads_per_worker = options_.threads_per_worker > 0 ? options_.threads_per_worker
+  pool.workers = DefaultWorkers(settings, *served->model, cores, num_models);
+  pool.threads_per_worker = settings.threads_per_worker > 0 ? settings.threads_per_worker
                                                             : std::max(1, cores / (pool.workers * num_models));
   pool.scheduler.name = spec.name;
-  pool.scheduler.max_queue_items = options_.max_queue_items;
-  pool.scheduler.policy.max_batch_size = options_.max_batch_size;
-  pool.scheduler.policy.max_batch_tokens = options_.max_batch_tokens;
-  pool.scheduler.policy.max_queue_delay = absl::Microseconds(options_.max_queue_delay_us);
-  pool.scheduler.policy.packing = options_.packing;
-  pool.scheduler.policy.max_padding_ratio = options_.max_padding_ratio;
+  pool.scheduler.max_queue_items = settings.max_queue_items;
+  pool.scheduler.priority_aging = absl::Milliseconds(settings.priority_aging_ms);
+  pool.scheduler.policy.max_batch_size = settings.max_batch_size;
+  pool.scheduler.policy.max_batch_tokens = settings.max_batch_tokens;
+  pool.scheduler.policy.max_queue_delay = absl::Microseconds(settings.max_queue_delay_us);
+  pool.scheduler.policy.packing = settings.packing;
+  pool.scheduler.policy.max_padding_ratio = settings.max_padding_ratio;
   auto workers = WorkerPool::Create(served->model, served->metrics, pool);
   if (!workers.ok()) return absl::Status(workers.status().code(), absl::StrCat("model ", spec.name, ": ", workers.status().message()));
   served->workers = *std::move(workers);

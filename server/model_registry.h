@@ -40,6 +40,9 @@ struct ServedModel {
   // Content hash of config.json, the weights and the tokenizer (16 hex digits).
   std::string version;
   int64_t max_length = 0;  // tokens, specials included
+  // Batching, queue and priority settings (the globals with this model's
+  // --config overrides).
+  ModelServeSettings settings;
   std::shared_ptr<ModelMetrics> metrics;
   std::unique_ptr<WorkerPool> workers;
 };

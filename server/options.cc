@@ -1,6 +1,8 @@
 #include "server/options.h"
 
+#include <algorithm>
 #include <istream>
+#include <sstream>
 #include <set>
 
 #include <CLI/CLI.hpp>
@@ -18,8 +20,10 @@ struct ConfigItem {
 };
 
 // Top-level scalars and sequences become flag values; `model(s)` may also
-// be a map NAME: DIR.
-absl::StatusOr<std::vector<ConfigItem>> ReadConfigFile(const std::string& path) {
+// be a map NAME: DIR or NAME: {dir: DIR, SETTING: VALUE...}, whose settings
+// go to `*model_settings`.
+absl::StatusOr<std::vector<ConfigItem>> ReadConfigFile(
+    const std::string& path, std::map<std::string, std::map<std::string, std::string>>* model_settings) {
   YAML::Node root;
   try {
     root = YAML::LoadFile(path);
@@ -40,8 +44,27 @@ absl::StatusOr<std::vector<ConfigItem>> ReadConfigFile(const std::string& path) 
       if (value.IsSequence()) {
         for (const auto& v : value) item.values.push_back(v.as<std::string>());
       } else if (value.IsMap()) {
-        for (const auto& kv : value)
-          item.values.push_back(absl::StrCat(kv.first.as<std::string>(), "=", kv.second.as<std::string>()));
+        for (const auto& kv : value) {
+          const std::string name = kv.first.as<std::string>();
+          if (item.name != "model" || !kv.second.IsMap()) {
+            item.values.push_back(absl::StrCat(name, "=", kv.second.as<std::string>()));
+            continue;
+          }
+          std::string dir;
+          for (const auto& setting : kv.second) {
+            const std::string key = absl::StrReplaceAll(setting.first.as<std::string>(), {{"-", "_"}});
+            if (key == "dir") {
+              dir = setting.second.as<std::string>();
+            } else {
+              (*model_settings)[name][key] = setting.second.as<std::string>();
+            }
+          }
+          if (dir.empty()) {
+            return absl::InvalidArgumentError(
+                absl::StrCat("--config: ", path, ": models: ", name, ": `dir` (the checkpoint directory) is required"));
+          }
+          item.values.push_back(absl::StrCat(name, "=", dir));
+        }
       } else {
         item.values.push_back(value.as<std::string>());
       }
@@ -95,6 +118,18 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
   app->add_option("--max-concurrent-preprocess", o->max_concurrent_preprocess,
                   "requests parsed and tokenized at once; more get RESOURCE_EXHAUSTED (0 = auto: 2 x cores, >= 4)")
       ->capture_default_str();
+  app->add_option("--completion-threads", o->completion_threads,
+                  "threads that decode finished calls and build replies, off the inference workers")
+      ->capture_default_str();
+  app->add_option("--default-priority", o->default_priority,
+                  "priority of requests that set none (higher is batched first); per model in --config")
+      ->capture_default_str();
+  app->add_option("--priority-aging-ms", o->priority_aging_ms,
+                  "each this many ms an item waits raises its priority by one, so low priorities never starve")
+      ->capture_default_str();
+  app->add_option("--max-queue-time-ms", o->max_queue_time_ms,
+                  "an item queued this long gets DEADLINE_EXCEEDED even without a client deadline; 0 = none")
+      ->capture_default_str();
   app->add_option("--watch", o->watch_s,
                   "hot reload: poll the model directories every SECONDS (alone: 2; default off); SIGHUP checks at once")
       ->expected(0, 1)
@@ -114,8 +149,8 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
   app->add_option("--max-text-bytes", o->max_text_bytes, "largest single text, bytes")->capture_default_str();
 }
 
-absl::Status ApplyConfigFile(CLI::App* app, const std::string& path) {
-  auto items = ReadConfigFile(path);
+absl::Status ApplyConfigFile(CLI::App* app, const std::string& path, ServeOptions* options) {
+  auto items = ReadConfigFile(path, &options->model_settings);
   if (!items.ok()) return items.status();
   for (const ConfigItem& item : *items) {
     CLI::Option* option = app->get_option_no_throw("--" + item.name);
@@ -151,15 +186,114 @@ absl::StatusOr<std::vector<ModelSpec>> ParseModelSpecs(const std::vector<std::st
   return out;
 }
 
+namespace {
+
+ModelServeSettings GlobalSettings(const ServeOptions& o) {
+  ModelServeSettings s;
+  s.workers = o.workers;
+  s.threads_per_worker = o.threads_per_worker;
+  s.max_batch_size = o.max_batch_size;
+  s.max_batch_tokens = o.max_batch_tokens;
+  s.max_queue_delay_us = o.max_queue_delay_us;
+  s.max_queue_items = o.max_queue_items;
+  s.packing = o.packing;
+  s.max_padding_ratio = o.max_padding_ratio;
+  s.priority = o.default_priority;
+  s.max_queue_time_ms = o.max_queue_time_ms;
+  s.priority_aging_ms = o.priority_aging_ms;
+  return s;
+}
+
+template <typename T>
+bool ParseSetting(const std::string& text, T* out) {
+  std::istringstream in(text);
+  in >> std::boolalpha >> *out;
+  return !in.fail() && (in >> std::ws).eof();
+}
+
+// One per-model setting (`key`, underscores) onto `s`.
+absl::Status ApplySetting(const std::string& model, const std::string& key, const std::string& value,
+                          ModelServeSettings* s) {
+  bool ok = false;
+  if (key == "workers") ok = ParseSetting(value, &s->workers);
+  else if (key == "threads_per_worker") ok = ParseSetting(value, &s->threads_per_worker);
+  else if (key == "max_batch_size") ok = ParseSetting(value, &s->max_batch_size);
+  else if (key == "max_batch_tokens") ok = ParseSetting(value, &s->max_batch_tokens);
+  else if (key == "max_queue_delay_us") ok = ParseSetting(value, &s->max_queue_delay_us);
+  else if (key == "max_queue_items") ok = ParseSetting(value, &s->max_queue_items);
+  else if (key == "packing") ok = ParseSetting(value, &s->packing);
+  else if (key == "max_padding_ratio") ok = ParseSetting(value, &s->max_padding_ratio);
+  else if (key == "priority" || key == "default_priority") ok = ParseSetting(value, &s->priority);
+  else if (key == "max_queue_time_ms") ok = ParseSetting(value, &s->max_queue_time_ms);
+  else if (key == "priority_aging_ms") ok = ParseSetting(value, &s->priority_aging_ms);
+  else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model '", model, "': unknown per-model setting '", key,
+        "' (known: dir, workers, threads_per_worker, max_batch_size, max_batch_tokens, max_queue_delay_us, "
+        "max_queue_items, packing, max_padding_ratio, priority, max_queue_time_ms, priority_aging_ms)"));
+  }
+  if (!ok) return absl::InvalidArgumentError(absl::StrCat("model '", model, "': ", key, ": bad value '", value, "'"));
+  return absl::OkStatus();
+}
+
+// Range checks of one model's settings; `where` prefixes the message
+// ("" for the global flags, "model 'x': " for overrides).
+absl::Status ValidateSettings(const std::string& where, const ModelServeSettings& s) {
+  for (auto [flag, value] : std::initializer_list<std::pair<const char*, int64_t>>{
+           {"max-batch-size", s.max_batch_size},
+           {"max-batch-tokens", s.max_batch_tokens},
+           {"max-queue-items", s.max_queue_items},
+           {"priority-aging-ms", s.priority_aging_ms}}) {
+    if (value <= 0) return absl::InvalidArgumentError(absl::StrCat(where, "--", flag, " must be > 0 (got ", value, ")"));
+  }
+  for (auto [flag, value] : std::initializer_list<std::pair<const char*, int64_t>>{
+           {"max-queue-delay-us", s.max_queue_delay_us},
+           {"max-queue-time-ms", s.max_queue_time_ms},
+           {"workers", s.workers},
+           {"threads-per-worker", s.threads_per_worker}}) {
+    if (value < 0) return absl::InvalidArgumentError(absl::StrCat(where, "--", flag, " must be >= 0 (got ", value, ")"));
+  }
+  if (s.max_padding_ratio != 0 && !(s.max_padding_ratio >= 1.0 && s.max_padding_ratio <= 1e6)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, "--max-padding-ratio must be 0 (no bound) or between 1 and 1e6 (got ", s.max_padding_ratio, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<ModelSpec>> ResolveModelSpecs(const ServeOptions& options) {
+  auto specs = ParseModelSpecs(options.models);
+  if (!specs.ok()) return specs.status();
+  for (const auto& [name, settings] : options.model_settings) {
+    if (std::none_of(specs->begin(), specs->end(), [&](const ModelSpec& m) { return m.name == name; })) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("per-model settings for '", name, "', which is not a served model (--model)"));
+    }
+  }
+  for (ModelSpec& spec : *specs) {
+    spec.settings = GlobalSettings(options);
+    auto it = options.model_settings.find(spec.name);
+    if (it == options.model_settings.end()) continue;
+    for (const auto& [key, value] : it->second) {
+      if (auto s = ApplySetting(spec.name, key, value, &spec.settings); !s.ok()) return s;
+    }
+    if (auto s = ValidateSettings(absl::StrCat("model '", spec.name, "': "), spec.settings); !s.ok()) return s;
+  }
+  return specs;
+}
+
 absl::Status ValidateServeOptions(const ServeOptions& o) {
   auto positive = [](const char* flag, int64_t v) -> absl::Status {
     if (v <= 0) return absl::InvalidArgumentError(absl::StrCat(flag, " must be > 0 (got ", v, ")"));
     return absl::OkStatus();
   };
+  if (auto s = ValidateSettings("", GlobalSettings(o)); !s.ok()) return s;
+  if (o.completion_threads < 1 || o.completion_threads > 256) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--completion-threads must be between 1 and 256 (got ", o.completion_threads, ")"));
+  }
   for (auto [flag, value] : std::initializer_list<std::pair<const char*, int64_t>>{
-           {"--max-batch-size", o.max_batch_size},
-           {"--max-batch-tokens", o.max_batch_tokens},
-           {"--max-queue-items", o.max_queue_items},
            {"--max-message-bytes", o.max_message_bytes},
            {"--max-texts-per-request", o.max_texts_per_request},
            {"--max-documents-per-request", o.max_documents_per_request},
@@ -167,11 +301,6 @@ absl::Status ValidateServeOptions(const ServeOptions& o) {
            {"--max-windows-per-request", o.max_windows_per_request},
            {"--max-text-bytes", o.max_text_bytes}}) {
     if (auto s = positive(flag, value); !s.ok()) return s;
-  }
-  if (o.max_queue_delay_us < 0) return absl::InvalidArgumentError("--max-queue-delay-us must be >= 0");
-  if (o.max_padding_ratio != 0 && !(o.max_padding_ratio >= 1.0 && o.max_padding_ratio <= 1e6)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--max-padding-ratio must be 0 (no bound) or between 1 and 1e6 (got ", o.max_padding_ratio, ")"));
   }
   if (!(o.watch_s >= 0) || o.watch_s > 86400) {
     return absl::InvalidArgumentError(absl::StrCat("--watch must be between 0 and 86400 seconds (got ", o.watch_s, ")"));
@@ -201,7 +330,7 @@ absl::Status ValidateServeOptions(const ServeOptions& o) {
   if (!o.tls_client_ca.empty() && o.tls_cert.empty()) {
     return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key");
   }
-  return ParseModelSpecs(o.models).status();
+  return ResolveModelSpecs(o).status();
 }
 
 }  // namespace dserve

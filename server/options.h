@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -14,9 +15,27 @@ class App;
 
 namespace dserve {
 
+// The serving settings that may differ per model: each starts from the
+// global flag of the same name and may be overridden for one model in
+// --config (`models: {NAME: {dir: DIR, max_batch_size: 8, ...}}`).
+struct ModelServeSettings {
+  int workers = 0;                    // --workers
+  int threads_per_worker = 0;         // --threads-per-worker
+  int64_t max_batch_size = 32;        // --max-batch-size
+  int64_t max_batch_tokens = 8192;    // --max-batch-tokens
+  int64_t max_queue_delay_us = 0;     // --max-queue-delay-us
+  int64_t max_queue_items = 1024;     // --max-queue-items
+  bool packing = true;                // --packing
+  double max_padding_ratio = 1.15;    // --max-padding-ratio
+  int priority = 0;                   // --default-priority
+  int64_t max_queue_time_ms = 0;      // --max-queue-time-ms
+  int64_t priority_aging_ms = 100;    // --priority-aging-ms
+};
+
 struct ModelSpec {
   std::string name;
   std::string dir;
+  ModelServeSettings settings;  // the globals with this model's overrides
 };
 
 struct ServeOptions {
@@ -87,6 +106,26 @@ struct ServeOptions {
   // usable cores, at least 4 (tokenization is CPU-bound: more only adds
   // contention and memory).
   int max_concurrent_preprocess = 0;
+  // Threads that decode finished calls and build their replies (softmax,
+  // span search, sorting, serialisation), so inference workers go straight
+  // back to the queue. Default 1: decode is ~1% of a forward on CPU; raise
+  // it on a GPU serving many small batches.
+  int completion_threads = 1;
+  // Scheduling priority of a request that sets none (a request's `priority`
+  // field overrides it; higher is batched first). Default 0.
+  int default_priority = 0;
+  // Ageing, so low priorities never starve: every this many milliseconds an
+  // item waits raises its priority by one for batch selection. Default 100:
+  // a priority-0 item waits at most ~100 ms per level of the traffic above it.
+  int64_t priority_aging_ms = 100;
+  // Server-side queue timeout, milliseconds: an item that waited this long
+  // before compute gets DEADLINE_EXCEEDED even when the client set no
+  // deadline (sheds load that would only be answered too late). 0 = none (the
+  // default: only the client's deadline applies).
+  int64_t max_queue_time_ms = 0;
+  // Per-model overrides of the settings of ModelServeSettings, from
+  // --config: model name -> {setting (underscores) -> value}.
+  std::map<std::string, std::map<std::string, std::string>> model_settings;
   // Hot reload: poll each model directory every this many seconds and load
   // a new checkpoint once it is stable (identical on two polls); 0 = no
   // polling (SIGHUP still checks at once). `--watch` alone = 2 s.
@@ -121,12 +160,18 @@ struct ServeOptions {
 void AddServeFlags(CLI::App* app, ServeOptions* options);
 
 // Applies the settings of a YAML/JSON file to the flags of `app` that the
-// command line did not set. Unknown settings and bad values are errors
+// command line did not set, and its per-model settings (a `models` entry
+// whose value is a map: `dir` plus any setting of ModelServeSettings) to
+// `options->model_settings`. Unknown settings and bad values are errors
 // naming the file and the setting.
-absl::Status ApplyConfigFile(CLI::App* app, const std::string& path);
+absl::Status ApplyConfigFile(CLI::App* app, const std::string& path, ServeOptions* options);
 
 // Splits and checks the parsed options; errors name the flag.
 absl::Status ValidateServeOptions(const ServeOptions& options);
 absl::StatusOr<std::vector<ModelSpec>> ParseModelSpecs(const std::vector<std::string>& specs);
+// ParseModelSpecs(options.models), each with its settings: the global flags
+// overridden by options.model_settings[name]. Errors name the model and the
+// setting (unknown, bad value, out of range, or a name that is not served).
+absl::StatusOr<std::vector<ModelSpec>> ResolveModelSpecs(const ServeOptions& options);
 
 }  // namespace dserve

@@ -17,9 +17,12 @@
 #include "absl/strings/str_cat.h"
 #include "model/util/logging.h"
 #include "server/cli/commands.h"
+#include "server/http/http_routes.h"
+#include "server/http/http_server.h"
 #include "server/metrics.h"
 #include "server/model_registry.h"
 #include "server/options.h"
+#include "server/request_path.h"
 #include "server/service.h"
 
 namespace dserve {
@@ -65,6 +68,27 @@ void SetHealth(grpc::Server* server, const ModelRegistry* registry, bool serving
   }
 }
 
+// The HTTP/JSON door's server (--http-listen, the --tls-* files, one thread
+// per connection), also serving /metrics when --metrics-listen is the same
+// address. /health says 503 until the API routes replace it.
+absl::StatusOr<std::unique_ptr<HttpServer>> StartHttpServer(const ServeOptions& o, Metrics* metrics) {
+  HttpServerOptions http;
+  http.listen = o.http_listen;
+  http.threads = o.http_threads;
+  http.tls_cert = o.tls_cert;
+  http.tls_key = o.tls_key;
+  http.tls_client_ca = o.tls_client_ca;
+  http.max_body_bytes = o.max_message_bytes;
+  auto server = HttpServer::Start(http);
+  if (!server.ok()) return server.status();
+  (*server)->Handle("GET", "/health", [](const HttpRequest&, HttpResponse* res) {
+    res->status = 503;
+    res->body = R"({"status":"loading"})";
+  });
+  if (o.metrics_listen == o.http_listen) metrics->ServeOn(server->get());
+  return server;
+}
+
 // Exit codes: 0 clean shutdown, 2 bad settings or a model that cannot load.
 // SIGHUP: reload changed checkpoints (ModelRegistry::CheckNow).
 int RunServe(const ServeOptions& options) {
@@ -98,7 +122,23 @@ int RunServe(const ServeOptions& options) {
     return 2;
   }
   std::unique_ptr<Metrics> metrics = Metrics::Create();
-  if (!options.metrics_listen.empty()) {
+  // The HTTP/JSON door binds before the models load (a taken port fails at
+  // once); its API routes are added once the request path exists.
+  std::unique_ptr<HttpServer> http;
+  if (!options.http_listen.empty()) {
+    auto started = StartHttpServer(options, metrics.get());
+    if (!started.ok()) {
+      std::cerr << "dserve serve: --http-listen: " << started.status().message() << "\n";
+      return 2;
+    }
+    http = *std::move(started);
+    log->info("HTTP/JSON API on {}://{} (port {})", http->tls() ? "https" : "http", options.http_listen, http->port());
+    std::cout << "dserve: http on port " << http->port() << std::endl;
+    if (options.metrics_listen == options.http_listen) {
+      std::cout << "dserve: metrics on port " << http->port() << std::endl;
+    }
+  }
+  if (!options.metrics_listen.empty() && options.metrics_listen != options.http_listen) {
     auto metrics_port = metrics->Listen(options.metrics_listen);
     if (!metrics_port.ok()) {
       std::cerr << "dserve serve: --metrics-listen: " << metrics_port.status().message() << "\n";
@@ -113,7 +153,10 @@ int RunServe(const ServeOptions& options) {
     std::cerr << "dserve serve: cannot load: " << registry.status().message() << "\n";
     return 2;
   }
-  InferenceService service(registry->get(), metrics.get(), options, std::move(auth));
+  // The one request path under both front doors (DESIGN §8).
+  RequestPath path(registry->get(), metrics.get(), options, std::move(auth));
+  InferenceService service(&path);
+  if (http) RegisterHttpRoutes(http.get(), &path);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -132,6 +175,7 @@ int RunServe(const ServeOptions& options) {
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     std::cerr << "dserve serve: cannot listen on " << options.listen << "\n";
+    if (http) http->Stop();
     (*registry)->Shutdown(/*drain=*/false, absl::ZeroDuration());
     return 2;
   }
@@ -150,7 +194,7 @@ int RunServe(const ServeOptions& options) {
   log->info("signal {}: draining (up to {}s)", signal_number, options.drain_timeout_s);
   // Refuse new calls first, then tell health checkers: whoever sees
   // NOT_SERVING can rely on new calls getting UNAVAILABLE.
-  service.StartDraining();
+  path.StartDraining();
   SetHealth(server.get(), registry->get(), false);
   // Ends health Watch streams (they would hold Shutdown to its deadline).
   if (auto* health = server->GetHealthCheckService()) health->Shutdown();
@@ -164,6 +208,9 @@ int RunServe(const ServeOptions& options) {
   (*registry)->Shutdown(/*drain=*/true, absl::Seconds(options.drain_timeout_s));
   goaway.join();
   server->Wait();
+  // New HTTP calls got 503 since StartDraining and the accepted ones are
+  // done (the pools drained): close the HTTP door before `path` goes.
+  if (http) http->Stop();
   log->info("stopped");
   return 0;
 }
@@ -179,7 +226,7 @@ int RunServerCommands(CLI::App& app) {
   if (app.got_subcommand("serve")) {
     CLI::App* serve = app.get_subcommand("serve");
     if (!Options().config_file.empty()) {
-      if (absl::Status s = ApplyConfigFile(serve, Options().config_file); !s.ok()) {
+      if (absl::Status s = ApplyConfigFile(serve, Options().config_file, &Options()); !s.ok()) {
         std::cerr << "dserve serve: " << s.message() << "\n";
         return 2;
       }

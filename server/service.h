@@ -1,29 +1,18 @@
-// InferenceService: the dserve.v1.Inference gRPC service (callback API).
+// InferenceService: the gRPC front door of dserve.v1.Inference (callback
+// API), an adapter over RequestPath (server/request_path.h, DESIGN §8): it
+// reads the call's metadata (authorization, x-request-id, deadline) and raw
+// request bytes, hands them to the path, and writes the response or the
+// status back. Nothing about limits, auth, queues or decode is decided here.
 //
-// Each handler runs the cheap checks first (auth, draining, a deadline
-// already past, the pre-processing cap, then after parsing: the request
-// limits and whether the model's queue has room), then tokenizes on the gRPC
-// thread (at most --max-concurrent-preprocess requests at once), enqueues one item
-// per text / QA window / rerank chunk on the model's WorkerPool, and returns
-// at once (reactions never block). The call finishes on the worker thread
-// that completes its last item, where the outputs are decoded.
+// Reactions never block: a handler runs the path's cheap checks, parses,
+// tokenizes (at most --max-concurrent-preprocess requests at once) and
+// enqueues, then returns; the call finishes on a completion thread.
 //
-// Thread safety: all methods may run concurrently; each call holds the
-// registry's snapshot of its model (hot reload swaps snapshots), draining is
-// an atomic flag.
+// Thread safety: all methods may run concurrently.
 #pragma once
 
-#include <atomic>
-#include <memory>
-#include <optional>
-#include <string>
-
 #include "dserve/v1/inference.grpc.pb.h"
-#include "server/auth.h"
-#include "server/metrics.h"
-#include "server/model_registry.h"
-#include "server/options.h"
-#include "server/preprocess_gate.h"
+#include "server/request_path.h"
 
 namespace dserve {
 
@@ -36,9 +25,8 @@ using InferenceServiceBase = v1::Inference::WithRawCallbackMethod_Classify<
 
 class InferenceService final : public InferenceServiceBase {
  public:
-  // Not owned: `registry` and `metrics` must outlive the service.
-  InferenceService(const ModelRegistry* registry, Metrics* metrics, const ServeOptions& options,
-                   std::optional<TokenAuth> auth);
+  // Not owned: `path` must outlive the service.
+  explicit InferenceService(RequestPath* path) : path_(path) {}
 
   grpc::ServerUnaryReactor* Classify(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
                                      grpc::ByteBuffer* response) override;
@@ -49,24 +37,12 @@ class InferenceService final : public InferenceServiceBase {
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context, const v1::ListModelsRequest* request,
                                        v1::ListModelsResponse* response) override;
 
-  // From now on new calls get UNAVAILABLE; calls already accepted finish.
-  void StartDraining() { draining_.store(true); }
-  bool draining() const { return draining_.load(); }
-
-  struct Admission;  // per-call checks shared by the handlers (service.cc)
-
  private:
-  const ModelRegistry* registry_;
-  Metrics* metrics_;
-  ServeOptions options_;
-  std::optional<TokenAuth> auth_;
-  std::atomic<bool> draining_{false};
-  // Caps parse + tokenization in flight (--max-concurrent-preprocess).
-  PreprocessGate preprocess_gate_;
-};
+  template <typename Request, typename Response, typename Run>
+  grpc::ServerUnaryReactor* Handle(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+                                   grpc::ByteBuffer* response, const char* method, Run run);
 
-// --max-concurrent-preprocess as set, or for 0 (auto): 2 x the usable cores
-// (CPU affinity), at least 4.
-int PreprocessLimit(const ServeOptions& options);
+  RequestPath* const path_;
+};
 
 }  // namespace dserve

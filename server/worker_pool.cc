@@ -27,7 +27,9 @@ absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Create(std::shared_ptr<c
   if (!pool->test_hold_file_.empty()) {
     Logger("server")->warn("test hook: workers hold each batch while {} exists", pool->test_hold_file_);
   }
-  options.scheduler.observer = pool->metrics_;
+  // Its own share of the model's queue gauge, so an old version's pool
+  // draining during a hot reload does not reset the new one's depth.
+  if (pool->metrics_ != nullptr) options.scheduler.observer = pool->metrics_->ForPool();
   const std::string name = options.scheduler.name;
   auto scheduler = ItemScheduler::Create(std::move(options.scheduler));
   if (!scheduler.ok()) return scheduler.status();

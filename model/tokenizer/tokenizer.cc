@@ -131,6 +131,27 @@ absl::Status Tokenizer::EncodeSegment(std::string_view text, bool with_pieces,
   return EncodeRaw(text, &seg->tokens, with_pieces ? &seg->pieces : nullptr);
 }
 
+absl::Status Tokenizer::EncodeSegmentCapped(std::string_view text, bool with_pieces, size_t cap,
+                                            Segment* seg, bool* capped) const {
+  *capped = false;
+  // A token covers at least one byte, and texts of a few KiB cost little:
+  // start at 16 bytes per token wanted, double while the prefix falls short.
+  size_t prefix = std::max<size_t>(4096, 16 * cap);
+  while (cap > 0 && prefix < text.size()) {
+    const size_t cut = text.find_first_of(" \t\r\n", prefix);
+    if (cut == std::string_view::npos) break;
+    *seg = Segment();
+    RETURN_IF_ERROR(EncodeSegment(text.substr(0, cut), with_pieces, seg));
+    if (seg->size() > cap) {
+      *capped = true;
+      return absl::OkStatus();
+    }
+    prefix = 2 * cut;
+  }
+  *seg = Segment();
+  return EncodeSegment(text, with_pieces, seg);
+}
+
 void Tokenizer::AppendSpecial(int id, int type_id, bool with_pieces, Encoding* enc) const {
   enc->ids.push_back(id);
   enc->type_ids.push_back(type_id);
@@ -154,7 +175,14 @@ void Tokenizer::AppendSegment(const Segment& seg, size_t n, int seq_id, int type
 absl::StatusOr<Encoding> Tokenizer::Encode(std::string_view text,
                                            const EncodeOptions& options) const {
   Segment a;
-  RETURN_IF_ERROR(EncodeSegment(text, options.return_pieces, &a));
+  // Truncation keeps at most max_length tokens: the rest of a long text
+  // need not be tokenized (with truncation off the error names the count).
+  const bool truncating = options.max_length > 0 && (options.truncation == Truncation::kLongestFirst ||
+                                                     options.truncation == Truncation::kOnlyFirst);
+  if (truncating) RETURN_IF_ERROR(ValidateUtf8(text, "text"));
+  bool capped = false;
+  RETURN_IF_ERROR(EncodeSegmentCapped(text, options.return_pieces,
+                                      truncating ? static_cast<size_t>(options.max_length) : 0, &a, &capped));
   size_t n = a.size();
   if (options.max_length > 0) {
     if (options.max_length < 2) {
@@ -186,8 +214,22 @@ absl::StatusOr<Encoding> Tokenizer::EncodePair(std::string_view first, std::stri
   RETURN_IF_ERROR(ValidateUtf8(first, "text"));
   RETURN_IF_ERROR(ValidateUtf8(second, "text_pair"));
   Segment a, b;
-  RETURN_IF_ERROR(EncodeSegment(first, options.return_pieces, &a));
-  RETURN_IF_ERROR(EncodeSegment(second, options.return_pieces, &b));
+  // A text that truncation may cut needs only its first max_length tokens
+  // (EncodeSegmentCapped): longest_first keeps at most that many of either
+  // text, only_first of the first, only_second of the second.
+  const size_t cap = options.max_length > 0 ? static_cast<size_t>(options.max_length) : 0;
+  const bool cap_first = options.truncation == Truncation::kLongestFirst || options.truncation == Truncation::kOnlyFirst;
+  const bool cap_second =
+      options.truncation == Truncation::kLongestFirst || options.truncation == Truncation::kOnlySecond;
+  bool capped_a = false, capped_b = false;
+  RETURN_IF_ERROR(EncodeSegmentCapped(first, options.return_pieces, cap_first ? cap : 0, &a, &capped_a));
+  RETURN_IF_ERROR(EncodeSegmentCapped(second, options.return_pieces, cap_second ? cap : 0, &b, &capped_b));
+  if (capped_a && capped_b) {
+    // longest_first gives the odd token of an odd budget to the longer
+    // text: with both cut short, which one that is needs the full counts.
+    RETURN_IF_ERROR(EncodeSegment(first, options.return_pieces, &(a = Segment())));
+    RETURN_IF_ERROR(EncodeSegment(second, options.return_pieces, &(b = Segment())));
+  }
   size_t na = a.size(), nb = b.size();
   if (options.max_length > 0) {
     if (options.max_length < 3) {

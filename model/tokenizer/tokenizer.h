@@ -22,6 +22,7 @@
 // instance (e.g. std::shared_ptr<const Tokenizer>) per model.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -136,9 +137,14 @@ class Tokenizer {
   // SpmProcessor::Encode), or EncodeWithTextRules when rules are enabled.
   absl::Status EncodeRaw(std::string_view text, std::vector<SpmPiece>* out,
                          std::vector<std::string>* pieces = nullptr) const {
+    encoded_bytes_.fetch_add(text.size(), std::memory_order_relaxed);
     if (!rules_.enabled) return spm_->Encode(text, out, pieces);
     return EncodeWithTextRules(*spm_, rules_, text, out, pieces);
   }
+
+  // Bytes of text run through SentencePiece so far, by every method (the
+  // work tokenization did; tests check that truncation stops it early).
+  uint64_t encoded_bytes() const { return encoded_bytes_.load(std::memory_order_relaxed); }
 
   // [CLS] text [SEP].
   absl::StatusOr<Encoding> Encode(std::string_view text, const EncodeOptions& options) const;
@@ -217,6 +223,15 @@ class Tokenizer {
   // One text's raw SentencePiece encoding.
   struct Segment;
   absl::Status EncodeSegment(std::string_view text, bool with_pieces, Segment* seg) const;
+  // EncodeSegment of `text`, or, when `cap` > 0 and the text is long, of a
+  // prefix cut just before an ASCII whitespace that already holds more than
+  // `cap` tokens (then *capped): its tokens are the text's first tokens
+  // (pieces never span a whitespace), so truncation to at most `cap` tokens
+  // keeps exactly what encoding the whole text would have kept, without
+  // tokenizing the rest (issue 16, defect 2: a 1 MiB text costs what its
+  // first max_length tokens cost).
+  absl::Status EncodeSegmentCapped(std::string_view text, bool with_pieces, size_t cap, Segment* seg,
+                                   bool* capped) const;
   // EncodePairWindows; `first_name` names the first text in errors.
   absl::StatusOr<std::vector<Window>> EncodeWindows(std::string_view first, std::string_view second,
                                                     int max_length, int stride, bool clamp_stride,
@@ -229,6 +244,7 @@ class Tokenizer {
                      Encoding* enc) const;
 
   std::unique_ptr<SpmProcessor> spm_;
+  mutable std::atomic<uint64_t> encoded_bytes_{0};
   TextRules rules_;
   int cls_id_ = -1, sep_id_ = -1, pad_id_ = -1, unk_id_ = -1, mask_id_ = -1;
   int vocab_size_ = 0;

@@ -68,6 +68,8 @@ struct WorkTask {
   absl::Time deadline = absl::InfiniteFuture();
   // Optional; see CancelFlag.
   CancelFlag cancelled;
+  // Higher is batched first (with ageing: SchedulerOptions::priority_aging).
+  int priority = 0;
   Payload payload;
   // Called exactly once with the result or the error (see the file comment).
   absl::AnyInvocable<void(absl::StatusOr<Result>)> done;
@@ -79,7 +81,7 @@ template <typename Payload, typename Result>
 class TypedWorkItem final : public WorkItem {
  public:
   explicit TypedWorkItem(WorkTask<Payload, Result> task)
-      : WorkItem(task.num_tokens, task.deadline, task.cancelled),
+      : WorkItem(task.num_tokens, task.deadline, task.cancelled, task.priority),
         task_(std::move(task)) {}
   ~TypedWorkItem() override {
     Finish(absl::InternalError("work item dropped without being completed"));

@@ -244,6 +244,7 @@ std::optional<CoreBatch> SchedulerCore::NextBatch() {
           mu_.Await(absl::Condition(&changed));
           continue;
         }
+        OrderByPriorityLocked(now);
         std::vector<QueuedItemInfo> infos;
         infos.reserve(queue_.size());
         for (const auto& item : queue_) {
@@ -291,6 +292,30 @@ std::optional<CoreBatch> SchedulerCore::NextBatch() {
     }
     if (finished) return std::nullopt;
   }
+}
+
+void SchedulerCore::OrderByPriorityLocked(absl::Time now) {
+  if (queue_.size() < 2) return;
+  const int first = queue_.front()->priority();
+  if (std::all_of(queue_.begin(), queue_.end(),
+                  [first](const auto& item) { return item->priority() == first; })) {
+    return;  // FIFO already
+  }
+  const absl::Duration aging = options_.priority_aging;
+  std::vector<std::pair<int64_t, std::unique_ptr<WorkItem>>> keyed;
+  keyed.reserve(queue_.size());
+  for (auto& item : queue_) {
+    int64_t key = item->priority();
+    if (aging > absl::ZeroDuration()) {
+      absl::Duration rest;
+      key += absl::IDivDuration(std::max(absl::ZeroDuration(), now - item->enqueue_time()), aging, &rest);
+    }
+    keyed.emplace_back(key, std::move(item));
+  }
+  // Stable: equal effective priorities keep queue (arrival) order.
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (size_t i = 0; i < keyed.size(); ++i) queue_[i] = std::move(keyed[i].second);
 }
 
 absl::Status SchedulerCore::Shutdown(bool drain, absl::Duration timeout) {

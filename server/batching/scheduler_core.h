@@ -41,6 +41,13 @@ struct SchedulerOptions {
   // 1024: ~30 full batches, seconds of work at most, so a full queue means
   // "overloaded", not "busy".
   int64_t max_queue_items = 1024;
+  // Priorities (WorkTask::priority, higher first): batches are formed from
+  // the queue ordered by effective priority = priority + one level per
+  // `priority_aging` waited, ties oldest first, so a low priority item is
+  // overtaken only until it has aged past the traffic above it (never
+  // starved). When every queued item has the same priority the order is
+  // FIFO, exactly as without priorities. Default 100 ms.
+  absl::Duration priority_aging = absl::Milliseconds(100);
   // Not owned; must outlive the scheduler. Null = Clock::Real().
   Clock* clock = nullptr;
   // Optional; shared so that it outlives batches still held by workers.
@@ -56,10 +63,12 @@ absl::Status ValidateSchedulerOptions(const SchedulerOptions& options);
 // and the completion callback and guarantee exactly-once completion.
 class WorkItem {
  public:
-  WorkItem(int64_t num_tokens, absl::Time deadline, CancelFlag cancelled)
+  WorkItem(int64_t num_tokens, absl::Time deadline, CancelFlag cancelled,
+           int priority = 0)
       : num_tokens_(num_tokens),
         deadline_(deadline),
-        cancelled_(std::move(cancelled)) {}
+        cancelled_(std::move(cancelled)),
+        priority_(priority) {}
   virtual ~WorkItem() = default;
   WorkItem(const WorkItem&) = delete;
   WorkItem& operator=(const WorkItem&) = delete;
@@ -73,6 +82,7 @@ class WorkItem {
   int64_t num_tokens() const { return num_tokens_; }
   absl::Time deadline() const { return deadline_; }
   absl::Time enqueue_time() const { return enqueue_time_; }
+  int priority() const { return priority_; }
   bool IsCancelled() const {
     return cancelled_ != nullptr && cancelled_->load(std::memory_order_acquire);
   }
@@ -98,6 +108,7 @@ class WorkItem {
   const int64_t num_tokens_;
   const absl::Time deadline_;
   const CancelFlag cancelled_;
+  const int priority_;
   absl::Time enqueue_time_;
   // Shared by the items of one Enqueue call of two or more items.
   std::shared_ptr<std::atomic<bool>> request_failed_;
@@ -216,6 +227,9 @@ class SchedulerCore : public std::enable_shared_from_this<SchedulerCore> {
   // else RESOURCE_EXHAUSTED naming the limit.
   absl::Status RoomLocked(absl::Time now, Drops* drops) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   ItemList TakeAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Orders the queue by effective priority at `now` (see
+  // SchedulerOptions::priority_aging); a no-op when all priorities are equal.
+  void OrderByPriorityLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReportDepthLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fails and reports dropped items; call without mu_ held.
   void FailDrops(Drops drops);

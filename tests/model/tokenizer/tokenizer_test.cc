@@ -498,5 +498,70 @@ TEST(TokenizerLoadTest, Errors) {
   EXPECT_FALSE(json.ok());
 }
 
+
+// Issue 16, defect 2: truncation stops tokenizing once max_length tokens are
+// certain, and keeps exactly what encoding the whole text keeps.
+std::string LongText(size_t bytes, unsigned seed) {
+  const char* words[] = {"Hello", "world.", "supercalifragilistic", "refund", "a", "parcel,", "ok", "42"};
+  std::string text;
+  while (text.size() < bytes) {
+    seed = seed * 1103515245u + 12345u;
+    text += words[(seed >> 16) % 8];
+    text += (seed >> 8) % 5 == 0 ? "\n" : " ";
+  }
+  return text;
+}
+
+// `enc` equals the first tokens of the full, untruncated encoding of each
+// text (ids and byte offsets), `keep_a` and `keep_b` of them.
+void ExpectPrefixOfFull(const Tokenizer& tok, const Encoding& enc, const std::string& a, size_t keep_a,
+                        const std::string* b = nullptr, size_t keep_b = 0) {
+  auto full_a = tok.Encode(a, EncodeOptions{0, Truncation::kNone});
+  ASSERT_TRUE(full_a.ok());
+  ASSERT_EQ(enc.size(), keep_a + 2 + (b ? keep_b + 1 : 0));
+  for (size_t i = 0; i < keep_a; ++i) {
+    ASSERT_EQ(enc.ids[1 + i], full_a->ids[1 + i]) << "token " << i;
+    ASSERT_EQ(enc.offsets[1 + i].begin, full_a->offsets[1 + i].begin) << "token " << i;
+    ASSERT_EQ(enc.offsets[1 + i].end, full_a->offsets[1 + i].end) << "token " << i;
+  }
+  if (b == nullptr) return;
+  auto full_b = tok.Encode(*b, EncodeOptions{0, Truncation::kNone});
+  ASSERT_TRUE(full_b.ok());
+  for (size_t i = 0; i < keep_b; ++i) {
+    ASSERT_EQ(enc.ids[keep_a + 2 + i], full_b->ids[1 + i]) << "second text, token " << i;
+    ASSERT_EQ(enc.offsets[keep_a + 2 + i].begin, full_b->offsets[1 + i].begin) << "second text, token " << i;
+  }
+}
+
+TEST_F(TokenizerTest, TruncationStopsTokenizingALongTextEarly) {
+  const std::string text = LongText(1 << 20, 7);  // 1 MiB
+  const uint64_t before = tok_->encoded_bytes();
+  auto enc = tok_->Encode(text, Opts(128, Truncation::kLongestFirst));
+  ASSERT_TRUE(enc.ok()) << enc.status();
+  const uint64_t work = tok_->encoded_bytes() - before;
+  EXPECT_LT(work, 64u << 10) << "a 1 MiB text was tokenized whole for 128 tokens";
+  ExpectPrefixOfFull(*tok_, *enc, text, 126);
+}
+
+TEST_F(TokenizerTest, TruncatedPairsEqualTheFullEncodingsPrefixes) {
+  const std::string longer = LongText(300000, 3), shorter = "Hello world. refund a parcel";
+  auto short_full = tok_->Encode(shorter, EncodeOptions{0, Truncation::kNone});
+  ASSERT_TRUE(short_full.ok());
+  const size_t ns = short_full->size() - 2;
+  for (Truncation t : {Truncation::kLongestFirst, Truncation::kOnlySecond}) {
+    const uint64_t before = tok_->encoded_bytes();
+    auto enc = tok_->EncodePair(shorter, longer, Opts(64, t));
+    ASSERT_TRUE(enc.ok()) << enc.status();
+    EXPECT_LT(tok_->encoded_bytes() - before, 64u << 10);
+    ExpectPrefixOfFull(*tok_, *enc, shorter, ns, &longer, 61 - ns);
+  }
+  // Both long (longest_first): the odd token of the budget goes to the
+  // longer text, which needs the full counts.
+  const std::string other = LongText(200000, 11);
+  auto enc = tok_->EncodePair(other, longer, Opts(64, Truncation::kLongestFirst));
+  ASSERT_TRUE(enc.ok());
+  ExpectPrefixOfFull(*tok_, *enc, other, 30, &longer, 31);
+}
+
 }  // namespace
 }  // namespace dserve
