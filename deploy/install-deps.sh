@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything dserve needs to build, test and run on Debian 12, as
-# root. Idempotent: packages already present are left alone. Nothing is
-# downloaded from outside Debian's archive.
+# root. Idempotent: packages already present are left alone. Everything
+# comes from Debian's archive except one npm package (playwright-core, pinned
+# in tests/e2e/page/package-lock.json) for the try-it page's browser test.
 set -euo pipefail
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -27,6 +28,11 @@ packages=(
   prometheus openssl
   # Python oracles and clients (run with /usr/bin/python3)
   python3 python3-numpy python3-torch python3-sentencepiece sentencepiece python3-grpcio
+  # HTTP/JSON front door (issue 17): cpp-httplib (built with OpenSSL), its
+  # e2e tests (curl, requests, jsonschema for openapi.json), the try-it page's
+  # headless-browser test (chromium, driven by npm playwright-core below) and
+  # wrk for the HTTP library measurement (docs/performance.md)
+  libcpp-httplib-dev libssl-dev curl python3-requests python3-jsonschema chromium nodejs npm wrk
 )
 
 missing=()
@@ -55,4 +61,12 @@ if command -v update-alternatives >/dev/null; then
   if [ -n "$lib" ]; then
     update-alternatives --set liblapack.so.3-x86_64-linux-gnu "$lib" >/dev/null
   fi
+fi
+
+# playwright-core drives Debian's chromium in tests/e2e/test_http_page.py
+# (no browser download: the test passes executablePath /usr/bin/chromium).
+page_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/e2e/page"
+if [ ! -d "$page_dir/node_modules/playwright-core" ]; then
+  echo "install-deps.sh: npm ci in $page_dir (playwright-core)"
+  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --prefix "$page_dir" --no-audit --no-fund
 fi

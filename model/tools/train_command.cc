@@ -157,7 +157,8 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainCommandOptions* options) {
                   "DIR/step_NNNNNN.safetensors per step: each micro-batch's m<i>.input_ids, attention_mask, "
                   "token_type_ids, targets (labels | start_positions, end_positions | chunk_pair, targets, "
                   "pair_unit | mlm labels), and metadata \"dserve\" = JSON {loss, lr, grad_norm, units or "
-                  "targets}; for the exact-loss oracle (docs/training.md). Single process, no --resume");
+                  "targets}; for the exact-loss oracle (docs/training.md); with several ranks step_NNNNNN.rank<R>.safetensors. "
+                  "Not with --resume");
   cmd->add_option("--threads", t.threads, "intra-op threads per rank (0 = default)")->capture_default_str();
   cmd->add_option("--device", t.device, "cpu")->capture_default_str();
   cmd->add_option("--world-size", t.world_size, "ranks in the job (c10d Gloo)")->capture_default_str();

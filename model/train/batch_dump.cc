@@ -39,8 +39,15 @@ absl::Status WriteTensors(const std::string& path, const std::vector<std::pair<s
 
 absl::StatusOr<std::unique_ptr<BatchDump>> BatchDump::Create(
     const std::string& dir, const nlohmann::json& run,
-    const std::vector<std::pair<std::string, torch::Tensor>>& params) {
+    const std::vector<std::pair<std::string, torch::Tensor>>& params, int rank, int world_size) {
   std::error_code ec;
+  if (rank != 0) {
+    // Rank 0 checks and fills the directory; the others only add step files
+    // (their first after step 1's all-reduce, when rank 0 is done here).
+    fs::create_directories(dir, ec);
+    if (ec) return absl::InvalidArgumentError(absl::StrCat("--dump-batches ", dir, ": cannot create: ", ec.message()));
+    return std::unique_ptr<BatchDump>(new BatchDump(dir, rank, world_size));
+  }
   if (fs::exists(dir, ec) && !fs::is_empty(dir, ec)) {
     return absl::InvalidArgumentError(absl::StrCat("--dump-batches ", dir, ": not empty (give a new directory)"));
   }
@@ -52,7 +59,7 @@ absl::StatusOr<std::unique_ptr<BatchDump>> BatchDump::Create(
     if (!out) return absl::InternalError(absl::StrCat(dir, "/run.json: cannot write"));
   }
   RETURN_IF_ERROR(WriteTensors((fs::path(dir) / "initial.safetensors").string(), params, {{"format", "pt"}}));
-  return std::unique_ptr<BatchDump>(new BatchDump(dir));
+  return std::unique_ptr<BatchDump>(new BatchDump(dir, rank, world_size));
 }
 
 void BatchDump::AddMicro(const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
@@ -64,8 +71,11 @@ void BatchDump::AddMicro(const std::vector<std::pair<std::string, torch::Tensor>
 
 absl::Status BatchDump::FinishStep(int64_t step, nlohmann::json info) {
   info["step"] = step;
+  info["rank"] = rank_;
   info["micro_batches"] = micro_;
-  const std::string path = (fs::path(dir_) / absl::StrFormat("step_%06d.safetensors", step)).string();
+  const std::string name = world_size_ > 1 ? absl::StrFormat("step_%06d.rank%d.safetensors", step, rank_)
+                                           : absl::StrFormat("step_%06d.safetensors", step);
+  const std::string path = (fs::path(dir_) / name).string();
   RETURN_IF_ERROR(WriteTensors(path, pending_, {{"format", "pt"}, {"dserve", info.dump()}}));
   pending_.clear();
   micro_ = 0;

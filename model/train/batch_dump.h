@@ -11,9 +11,13 @@
 //                         schedule "linear"}, "grad_accum", "batch_size",
 //                         "listwise", "emd", "params" (trained tensor names in
 //                         optimizer order), "no_decay" (names without weight
-//                         decay), "format" (this layout's version, 1)
+//                         decay), "world_size", "format" (this layout's
+//                         version, 1)
 //   initial.safetensors   every trained tensor (F32, HF names) before step 1
-//   step_NNNNNN.safetensors  one per optimizer step (1-based, 6 digits):
+//   step_NNNNNN.safetensors  one per optimizer step (1-based, 6 digits);
+//                         with world_size > 1 one per step and rank,
+//                         step_NNNNNN.rank<R>.safetensors, each holding that
+//                         rank's micro-batches (the step is all of them):
 //     tensors m<i>.<name> for micro-batch i = 0, 1, ... of the step:
 //       input_ids, attention_mask [b, L] I64 (token_type_ids [b, L] I64 when
 //       the model has token types)
@@ -25,14 +29,16 @@
 //                  index within the micro-batch; listwise softmax groups)
 //       mlm:       labels [b, L] I64 (original id at targets, -100 elsewhere),
 //                  sop_labels [b] I64 (with --objective sop)
-//     metadata key "dserve" (JSON): step, loss (what dserve computed and
-//     logged: the step's mean over the global batch), lr (this step's),
+//     metadata key "dserve" (JSON): step, rank, loss (what dserve computed
+//     and logged: the step's mean over the global batch), lr (this step's),
 //     grad_norm (before clipping), micro_batches, and the step's
-//     normalisation: "units" (classify/answer/rerank: the loss sum is divided
-//     by it) or "targets" and "sop_examples" (mlm).
+//     normalisation over every rank: "units" (classify/answer/rerank: the
+//     loss sum is divided by it) or "targets" and "sop_examples" (mlm).
 //
-// Single process only (world_size 1) and not with --resume: the dump
-// starts at step 0 from the initial weights.
+// Not with --resume: the dump starts at step 0 from the initial weights.
+// With several ranks every rank writes its own step files into the same
+// DIR; rank 0 also writes run.json and initial.safetensors (the weights
+// every rank starts from, after the broadcast).
 //
 // Not thread-safe: the training loop owns it.
 #pragma once
@@ -53,11 +59,11 @@ namespace dserve {
 
 class BatchDump {
  public:
-  // Creates `dir` (which must be empty or absent) and writes run.json and
-  // initial.safetensors from `params` (name, tensor).
+  // Creates `dir`; rank 0 requires it empty (or absent) and writes run.json
+  // and initial.safetensors from `params` (name, tensor).
   static absl::StatusOr<std::unique_ptr<BatchDump>> Create(
       const std::string& dir, const nlohmann::json& run,
-      const std::vector<std::pair<std::string, torch::Tensor>>& params);
+      const std::vector<std::pair<std::string, torch::Tensor>>& params, int rank, int world_size);
 
   // Adds one micro-batch of the current step: tensors (int64 ones stay I64,
   // floating ones become F32), copied now.
@@ -68,8 +74,11 @@ class BatchDump {
   absl::Status FinishStep(int64_t step, nlohmann::json info);
 
  private:
-  explicit BatchDump(std::string dir) : dir_(std::move(dir)) {}
+  BatchDump(std::string dir, int rank, int world_size)
+      : dir_(std::move(dir)), rank_(rank), world_size_(world_size) {}
   std::string dir_;
+  int rank_ = 0;
+  int world_size_ = 1;
   int micro_ = 0;
   std::vector<std::pair<std::string, torch::Tensor>> pending_;
 };

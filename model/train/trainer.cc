@@ -278,8 +278,8 @@ absl::Status Trainer::Setup() {
     // float32 (error "expected scalar type BFloat16 but found Float").
     return absl::UnimplementedError("--bf16: CPU autocast of the encoder is not supported yet; train in fp32");
   }
-  if (!o_.dump_batches_dir.empty() && (o_.world_size > 1 || o_.resume)) {
-    return absl::InvalidArgumentError("--dump-batches needs a single process run from the start (no --resume)");
+  if (!o_.dump_batches_dir.empty() && o_.resume) {
+    return absl::InvalidArgumentError("--dump-batches records a run from its start: not with --resume");
   }
   if (o_.device != "cpu") {
     return absl::InvalidArgumentError(absl::StrCat("--device ", o_.device, ": training runs on cpu in this build"));
@@ -347,12 +347,13 @@ absl::Status Trainer::Setup() {
                 {"listwise", o_.listwise},
                 {"emd", !o_.no_emd},
                 {"objective", o_.objective.empty() ? "mlm" : o_.objective},
-                {"no_decay", no_decay_names_}};
+                {"no_decay", no_decay_names_},
+                {"world_size", comm_->world_size()}};
     json names = json::array();
     for (const auto& [name, p] : params_) names.push_back(name);
     run["params"] = names;
-    ASSIGN_OR_RETURN(dump_, BatchDump::Create(o_.dump_batches_dir, run, params_));
-    log_->info("--dump-batches: writing every step's batches to {}", o_.dump_batches_dir);
+    ASSIGN_OR_RETURN(dump_, BatchDump::Create(o_.dump_batches_dir, run, params_, comm_->rank(), comm_->world_size()));
+    if (IsMain()) log_->info("--dump-batches: writing every step's batches to {}", o_.dump_batches_dir);
   }
   return absl::OkStatus();
 }

@@ -82,7 +82,7 @@ struct TrainOptions {
   std::string device = "cpu";
   // --dump-batches DIR: every step's micro-batches, targets, normalisation
   // and loss, plus the initial weights (model/train/batch_dump.h), for the
-  // exact-loss oracle. Single process, not with --resume.
+  // exact-loss oracle. Not with --resume; each rank writes its own steps.
   std::string dump_batches_dir;
 
   // Distributed (c10d Gloo). world_size 1 = single process.

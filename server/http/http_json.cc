@@ -415,12 +415,24 @@ std::string HfAnswerResponse(const v1::AnswerResponse& response, const HfAnswer&
 // ---------------------------------------------------------------- proto3 --
 
 absl::Status ParseProtoJson(absl::string_view body, google::protobuf::Message* message, CallOptions* call) {
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  // Fast path: a body without "timeout_ms" is parsed once, by protobuf.
+  if (body.find("timeout_ms") == absl::string_view::npos &&
+      google::protobuf::util::JsonStringToMessage(google::protobuf::StringPiece(body.data(), body.size()), message,
+                                                  options)
+          .ok()) {
+    if (const auto* field = message->GetDescriptor()->FindFieldByName("priority");
+        field != nullptr && message->GetReflection()->HasField(*message, field)) {
+      call->priority = message->GetReflection()->GetInt32(*message, field);
+    }
+    return absl::OkStatus();
+  }
+  message->Clear();
   auto j = ParseObject(body);
   if (!j.ok()) return j.status();
   if (auto s = GetCallOptions(*j, call); !s.ok()) return s;
   j->erase("timeout_ms");
-  google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = false;
   auto s = google::protobuf::util::JsonStringToMessage(Dump(*j), message, options);
   if (!s.ok()) {
     return ParseError(absl::StrCat("body is not a ", message->GetDescriptor()->full_name(), " in proto3 JSON: ",

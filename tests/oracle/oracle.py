@@ -242,6 +242,35 @@ def read_step(path):
     return info, micros
 
 
+def step_files(dump_dir, world_size):
+    """[[path of rank 0, rank 1, ...] per step], steps in order."""
+    by_step = {}
+    for path in glob.glob(os.path.join(dump_dir, "step_*.safetensors")):
+        parts = os.path.basename(path).split(".")
+        step = int(parts[0][len("step_"):])
+        rank = int(parts[1][len("rank"):]) if len(parts) == 3 else 0
+        by_step.setdefault(step, {})[rank] = path
+    out = []
+    for step in sorted(by_step):
+        if sorted(by_step[step]) != list(range(world_size)):
+            raise SystemExit("step %d: files of ranks %s, expected %d ranks" % (step, sorted(by_step[step]), world_size))
+        out.append([by_step[step][r] for r in range(world_size)])
+    return out
+
+
+def read_global_step(paths):
+    """A step's info (rank 0's; every rank's must agree on the step's loss and counts) and every rank's micro-batches."""
+    info, micros = None, []
+    for path in paths:
+        i, m = read_step(path)
+        if info is None:
+            info = i
+        elif any(i.get(k) != info.get(k) for k in ("step", "loss", "units", "targets", "sop_examples")):
+            raise SystemExit("%s: rank %s disagrees with rank 0: %s vs %s" % (path, i.get("rank"), i, info))
+        micros += m
+    return info, micros
+
+
 def replay(dump_dir, tolerance=1e-4, steps=None, perturb=None, log=print):
     with open(os.path.join(dump_dir, "run.json")) as f:
         run = json.load(f)
@@ -284,7 +313,7 @@ def replay(dump_dir, tolerance=1e-4, steps=None, perturb=None, log=print):
     clip = 0.0 if perturb == "no_clip" else float(opt_cfg["max_grad_norm"])
     model.train()
 
-    files = sorted(glob.glob(os.path.join(dump_dir, "step_*.safetensors")))
+    files = step_files(dump_dir, int(run.get("world_size", 1)))
     if steps is not None:
         files = files[:steps]
     if not files:
@@ -292,7 +321,7 @@ def replay(dump_dir, tolerance=1e-4, steps=None, perturb=None, log=print):
     rows = []
     all_params = [params[n] for n in order]
     for k, path in enumerate(files, start=1):
-        info, micros = read_step(path)
+        info, micros = read_global_step(path)
         if info["step"] != k:
             raise SystemExit("%s: step %s, expected %d" % (path, info["step"], k))
         optimizer.zero_grad(set_to_none=False)

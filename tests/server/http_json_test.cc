@@ -238,6 +238,21 @@ TEST(ProtoJson, ClassifyRequestBothNamingsAndUnknownFieldsRefused) {
   EXPECT_THAT(unknown.message(), HasSubstr("dserve.v1.ClassifyRequest"));
 }
 
+TEST(ProtoJson, PriorityTakenAndBadBytesRefused) {
+  v1::RerankRequest request;
+  CallOptions call;
+  ASSERT_TRUE(ParseProtoJson(R"({"model": "m", "query": "q", "documents": ["a"], "priority": 7})", &request, &call)
+                  .ok());
+  EXPECT_EQ(request.priority(), 7);
+  EXPECT_EQ(*call.priority, 7);
+  EXPECT_FALSE(call.timeout.has_value());
+  v1::RerankRequest bad;
+  absl::Status s = ParseProtoJson("{\"model\": \"m\", \"query\": \"\xff\"}", &bad, &call);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  v1::RerankRequest not_json;
+  EXPECT_FALSE(ParseProtoJson("{\"model\": ", &not_json, &call).ok());
+}
+
 TEST(ProtoJson, ResponsePrintsEveryFieldSnakeCase) {
   v1::ClassifyResponse r;
   r.set_model("m");

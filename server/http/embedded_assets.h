@@ -1,0 +1,14 @@
+// Files embedded in the binary at build time (server/http/embed.cmake writes
+// their definitions from server/http/openapi.json and index.html).
+#pragma once
+
+#include <cstddef>
+
+namespace dserve {
+
+extern const char kEmbeddedOpenApiJson[];
+extern const size_t kEmbeddedOpenApiJsonSize;
+extern const char kEmbeddedIndexHtml[];
+extern const size_t kEmbeddedIndexHtmlSize;
+
+}  // namespace dserve
