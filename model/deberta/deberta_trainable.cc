@@ -35,17 +35,20 @@ class DebertaTrainable final : public TrainableEncoder {
     for (auto& p : named) {
       // The EMD of an MLM model reads the absolute position table: kept.
       if (p.first == kPositionTable && !config_.position_biased_input && config_.task() != Task::kMlm) continue;
-      if (config_.dserve.share_layers && absl::StartsWith(p.first, kLayer0)) {
+      const bool shared = config_.dserve.share_layers && absl::StartsWith(p.first, kLayer0);
+      kept.push_back(p);
+      if (shared) {
         // Issue 18, defect 9: HF's DebertaV2 has no layer sharing, so a
         // shared layer is written once per layer (the same values under
         // every layer's names) and dserve.share_layers stays in config.json
-        // for us; HF computes the same model, we read layer 0.
+        // for us; HF computes the same model, we read layer 0. Layer 0's
+        // name comes first: it is the one the optimizer's de-duplicated
+        // parameter list (and --dump-batches) names the tensor by.
         const std::string rest = p.first.substr(std::strlen(kLayer0));
         for (int64_t i = 1; i < config_.num_hidden_layers; ++i) {
           kept.emplace_back(absl::StrCat("deberta.encoder.layer.", i, ".", rest), p.second);
         }
       }
-      kept.push_back(std::move(p));
     }
     return kept;
   }

@@ -33,7 +33,7 @@ def words(i, n):
     return " ".join(WORDS[(i * 7 + j * 3) % len(WORDS)] for j in range(n))
 
 
-def small_config(shared, golden, task, hidden=32, heads=4, layers=2):
+def small_config(shared, golden, task, hidden=32, heads=4, layers=2, variant=None):
     with open(os.path.join(shared, "goldens", "model", golden, "config.json")) as f:
         c = json.load(f)
     c.update({"vocab_size": 320, "hidden_size": hidden, "pooler_hidden_size": hidden, "num_attention_heads": heads,
@@ -43,6 +43,10 @@ def small_config(shared, golden, task, hidden=32, heads=4, layers=2):
         c["embedding_size"] = hidden // 2
     for k in ("id2label", "label2id"):
         c.pop(k, None)
+    if variant == "shared":
+        # ALBERT-style cross-layer sharing (dserve.share_layers) and HF's ConvLayer
+        c["dserve"] = {"share_layers": True}
+        c.update({"num_hidden_layers": 3, "conv_kernel_size": 3, "conv_act": "gelu"})
     return c
 
 
@@ -110,6 +114,7 @@ TASKS = {
     # not among the four objectives of the issue, but trained by dserve too
     "classify_multilabel": ("cls_factorized", write_classify_multilabel, "train.jsonl", ["--max-length", "24"]),
     "mlm_sop": ("cls_factorized", write_mlm, "train.txt", ["--max-length", "24", "--objective", "sop"]),
+    "classify_shared": ("cls_factorized", write_classify, "train.jsonl", ["--max-length", "24"]),
     # data parallel (2 Gloo ranks): the step is every rank's micro-batches,
     # normalised over all of them (issue 18 defect 1: sum of tokens across ranks)
     "classify_ddp": ("cls_factorized", write_classify, "train.jsonl",
@@ -132,6 +137,7 @@ PERTURBATIONS = {
     "classify_multilabel": ["lr"],
     "mlm_sop": ["lr", "no_emd"],
     "classify_ddp": ["lr", "micro_mean"],
+    "classify_shared": ["lr"],
     "mlm_ddp": ["lr", "micro_mean"],
 }
 
@@ -145,7 +151,7 @@ def main():
     os.makedirs(work)
     config_path = os.path.join(work, "config.json")
     with open(config_path, "w") as f:
-        json.dump(small_config(shared, golden, dserve_task), f)
+        json.dump(small_config(shared, golden, dserve_task, variant=task.split("_")[-1]), f)
     data = os.path.join(work, data_name)
     writer(data)
     dump = os.path.join(work, "dump")
