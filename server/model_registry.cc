@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
+#include <future>
 #include <fstream>
 #include <thread>
 
@@ -89,17 +91,26 @@ class ModelReaper {
   ~ModelReaper() { Stop(); }
 
   void Retire(const ServedModel* model) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (!stopped_) {
-        queue_.push_back(model);
-        return;
-      }
-    }
-    Free(model);
+    Post([model] { Free(model); });
   }
 
-  // Frees what is queued and joins; later retirements are freed inline.
+  // After a reload's switch: the replaced version's pool stops taking work
+  // and finishes what it accepted (up to `timeout`), then its worker threads
+  // exit, instead of idling beside the new version's until the last call
+  // holding the old snapshot ends (issue 16, defect 6).
+  // Then `handover` is set: the new version's workers start (they wait for
+  // it, WorkerPoolOptions::start_after), so the model never has more than
+  // its --workers computing at once.
+  void DrainPool(std::shared_ptr<const ServedModel> old, absl::Duration timeout,
+                 std::shared_ptr<std::promise<void>> handover) {
+    Post([old = std::move(old), timeout, handover = std::move(handover)] {
+      absl::Status s = old->workers->Shutdown(/*drain=*/true, timeout);
+      if (!s.ok()) Logger("server")->warn("model {}: version {} drain: {}", old->name, old->version, s.ToString());
+      handover->set_value();
+    });
+  }
+
+  // Runs what is queued and joins; later tasks run inline.
   void Stop() {
     {
       absl::MutexLock lock(&mu_);
@@ -110,6 +121,17 @@ class ModelReaper {
   }
 
  private:
+  void Post(std::function<void()> task) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!stopped_) {
+        queue_.push_back(std::move(task));
+        return;
+      }
+    }
+    task();
+  }
+
   bool Ready() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopped_ || !queue_.empty(); }
 
   void Run() {
@@ -117,10 +139,11 @@ class ModelReaper {
     for (;;) {
       mu_.Await(absl::Condition(this, &ModelReaper::Ready));
       if (queue_.empty()) return;  // stopped
-      std::deque<const ServedModel*> batch;
+      std::deque<std::function<void()>> batch;
       batch.swap(queue_);
       mu_.Unlock();
-      for (const ServedModel* m : batch) Free(m);
+      for (auto& task : batch) task();
+      batch.clear();  // a drain task's snapshot may be the last: freed (queued) here
       mu_.Lock();
     }
   }
@@ -131,7 +154,7 @@ class ModelReaper {
   }
 
   absl::Mutex mu_;
-  std::deque<const ServedModel*> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
@@ -239,7 +262,7 @@ double WarmUp(const std::string& name, const DebertaModel& model, int pad_id, in
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const ServedModel>> ModelRegistry::LoadModel(
-    const ModelSpec& spec, std::shared_ptr<ModelMetrics> reuse_metrics) {
+    const ModelSpec& spec, std::shared_ptr<ModelMetrics> reuse_metrics, std::shared_future<void> start_after) {
   auto log = Logger("server");
   const int cores = UsableCpuCores();
   const int num_models = static_cast<int>(std::max<size_t>(1, options_.models.size()));
@@ -274,6 +297,13 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> ModelRegistry::LoadModel(
   // a reload.
   const ModelServeSettings& settings = spec.settings;
   served->settings = settings;
+  // A reload warms up beside the serving version: with one worker's
+  // threads, not every core, so serving is not starved meanwhile.
+  if (reuse_metrics != nullptr) {
+    const int workers = DefaultWorkers(settings, *served->model, cores, num_models);
+    ConfigureInferenceThread(settings.threads_per_worker > 0 ? settings.threads_per_worker
+                                                             : std::max(1, cores / (workers * num_models)));
+  }
   const double warmup = WarmUp(spec.name, *served->model, served->tokenizer->pad_id(), settings.max_batch_size);
   if (warmup < 0) return absl::InternalError(absl::StrCat("model ", spec.name, ": warm-up forward failed"));
   metrics_->OnWarmUp(spec.name, warmup);
@@ -293,6 +323,7 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> ModelRegistry::LoadModel(
   pool.threads_per_worker = settings.threads_per_worker > 0 ? settings.threads_per_worker
                                                             : std::max(1, cores / (pool.workers * num_models));
   pool.scheduler.name = spec.name;
+  pool.start_after = std::move(start_after);
   pool.scheduler.max_queue_items = settings.max_queue_items;
   pool.scheduler.priority_aging = absl::Milliseconds(settings.priority_aging_ms);
   pool.scheduler.policy.max_batch_size = settings.max_batch_size;
@@ -368,7 +399,18 @@ void ModelRegistry::CheckSlot(Slot& slot, bool forced) {
   log->info("model {}: {} changed{}; loading it beside version {}", name, slot.spec.dir,
             forced ? " (SIGHUP)" : "", old->version);
   const auto started = std::chrono::steady_clock::now();
-  absl::StatusOr<std::shared_ptr<const ServedModel>> loaded = LoadModel(slot.spec, old->metrics);
+  // The new version's workers start when the old version's pool has
+  // drained (ModelReaper::DrainPool); a version that is not switched to
+  // must be able to stop, so every other exit opens the gate too.
+  auto handover = std::make_shared<std::promise<void>>();
+  struct OpenUnlessHandedOver {
+    std::shared_ptr<std::promise<void>> gate;
+    ~OpenUnlessHandedOver() {
+      if (gate != nullptr) gate->set_value();
+    }
+  } open_on_exit{handover};
+  absl::StatusOr<std::shared_ptr<const ServedModel>> loaded =
+      LoadModel(slot.spec, old->metrics, handover->get_future().share());
   absl::Status status = loaded.status();
   if (status.ok() && (*loaded)->task != old->task) {
     status = absl::FailedPreconditionError(absl::StrCat("model ", name, ": the new checkpoint's task is ",
@@ -398,6 +440,8 @@ void ModelRegistry::CheckSlot(Slot& slot, bool forced) {
   }
   metrics_->SetModelInfo(name, TaskName(next->task), next->model->device(), next->model->dtype(), next->version);
   metrics_->OnReload(name, /*ok=*/true);
+  open_on_exit.gate = nullptr;
+  reaper_->DrainPool(old, absl::Seconds(options_.drain_timeout_s), std::move(handover));
   slot.watch.Loaded(before);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   log->info("model {}: reloaded in {:.2f}s, version {} -> {}; the old version finishes its accepted calls", name,

@@ -12,6 +12,7 @@
 // time; reloads run on the registry's own watcher thread.
 #pragma once
 
+#include <future>
 #include <map>
 #include <memory>
 #include <string>
@@ -76,8 +77,10 @@ class ModelRegistry {
  private:
   struct Slot;
   ModelRegistry(const ServeOptions& options, Metrics* metrics);
+  // `reuse_metrics` and `start_after` for a reload (WorkerPoolOptions::start_after).
   absl::StatusOr<std::shared_ptr<const ServedModel>> LoadModel(const ModelSpec& spec,
-                                                               std::shared_ptr<ModelMetrics> reuse_metrics);
+                                                               std::shared_ptr<ModelMetrics> reuse_metrics,
+                                                               std::shared_future<void> start_after = {});
   void WatchLoop();
   void StopWatching();
   void CheckSlot(Slot& slot, bool forced);

@@ -159,7 +159,8 @@ class ModelCall : public CallHandle, public std::enable_shared_from_this<ModelCa
   // callback runs (the caller finishes the call with it).
   absl::Status Submit(std::vector<ItemInput> inputs, absl::Time item_deadline, int priority) {
     const size_t n = inputs.size();
-    outputs_.resize(n);
+    tokens_ = 0;
+    outputs_.assign(n, ItemOutput());
     remaining_.store(n);
     std::vector<ItemTask> tasks;
     tasks.reserve(n);
@@ -187,6 +188,10 @@ class ModelCall : public CallHandle, public std::enable_shared_from_this<ModelCa
     }
     return status;
   }
+
+  // Before Submit: run on `model` instead (a hot reload replaced the one
+  // the call started with; see RequestPath::Run).
+  void Retarget(ModelRef model) { model_ = std::move(model); }
 
   // Finishes a call refused before it was queued (counted under the model).
   void FinishRefused(const absl::Status& status) { Finish(status); }
@@ -255,7 +260,7 @@ class ModelCall : public CallHandle, public std::enable_shared_from_this<ModelCa
   }
 
   const CallInfo info_;
-  const ModelRef model_;
+  ModelRef model_;  // changed only by Retarget, before Submit
   CompletionExecutor* const completions_;
   DeadlineTimer* const timer_;
   const std::shared_ptr<std::atomic<bool>> cancelled_;
@@ -543,36 +548,17 @@ std::shared_ptr<CallHandle> RequestPath::Run(const CallInfo& info, std::unique_p
   auto call =
       std::make_shared<Call>(info, m, completions_.get(), deadlines_.get(), std::move(request), std::move(done));
   const Request& r = call->request();
-  // Cheap checks before tokenizing: the request's limits, a request that can
-  // never fit the queue (INVALID_ARGUMENT, as the queue would say), then
-  // whether the queue would take it now (full, shutting down, deadline).
-  absl::Status status = Call::CheckLimits(r, options_);
-  const int64_t known_items = Call::KnownItems(r);
-  const int64_t queue_items = m->settings.max_queue_items;
-  if (status.ok() && known_items > queue_items) {
-    m->metrics->OnRejected(RejectReason::kInvalid, known_items);
-    status = absl::InvalidArgumentError(absl::StrCat("request needs ", known_items,
-                                                     " items, more than the queue of model '", m->name,
-                                                     "' can ever hold (max_queue_items=", queue_items,
-                                                     "); split it into smaller requests"));
-  }
-  if (status.ok()) status = m->workers->CheckAdmission(info.deadline);
-  std::optional<typename Call::Prepared> prepared;
-  if (status.ok()) {
-    const absl::Time tokenize_start = absl::Now();
-    auto p = Call::Prepare(r, options_, InputSpec(*m));
-    m->metrics->OnTokenization(absl::Now() - tokenize_start);
-    if (p.ok()) {
-      prepared = *std::move(p);
-    } else {
-      status = p.status();
-    }
-  }
-  ticket.Release();
-  if (status.ok()) {
-    call->Take(&*prepared);
-    status = call->Submit(std::move(prepared->inputs), ItemDeadline(info, *m),
-                          info.priority.value_or(m->settings.priority));
+  absl::Status status;
+  // A hot reload may switch the model between FindModel and Submit: the
+  // replaced version's pool then refuses (UNAVAILABLE, shutting down) and
+  // the call moves to the version serving now, once.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    status = PrepareAndSubmit(call.get(), r, *m, info, &ticket);
+    if (status.code() != absl::StatusCode::kUnavailable || draining()) break;
+    ModelRef now = registry_->Find(m->name);
+    if (now == nullptr || now == m) break;
+    m = std::move(now);
+    call->Retarget(m);
   }
   if (!status.ok()) {
     call->FinishRefused(status);
@@ -580,6 +566,36 @@ std::shared_ptr<CallHandle> RequestPath::Run(const CallInfo& info, std::unique_p
   }
   return call;
 }
+
+// One attempt of Run on model `m`: the cheap checks before tokenizing (the
+// request's limits, a request that can never fit the queue -
+// INVALID_ARGUMENT, as the queue would say -, whether the queue would take
+// it now), tokenization (the pre-processing slot is released after it),
+// enqueue.
+template <typename Call, typename Request>
+absl::Status RequestPath::PrepareAndSubmit(Call* call, const Request& r, const ServedModel& m, const CallInfo& info,
+                                PreprocessGate::Ticket* ticket) {
+  absl::Status status = Call::CheckLimits(r, options_);
+  const int64_t known_items = Call::KnownItems(r);
+  const int64_t queue_items = m.settings.max_queue_items;
+  if (status.ok() && known_items > queue_items) {
+    m.metrics->OnRejected(RejectReason::kInvalid, known_items);
+    status = absl::InvalidArgumentError(absl::StrCat("request needs ", known_items,
+                                                     " items, more than the queue of model '", m.name,
+                                                     "' can ever hold (max_queue_items=", queue_items,
+                                                     "); split it into smaller requests"));
+  }
+  if (status.ok()) status = m.workers->CheckAdmission(info.deadline);
+  if (!status.ok()) return status;
+  const absl::Time tokenize_start = absl::Now();
+  auto prepared = Call::Prepare(r, options_, InputSpec(m));
+  m.metrics->OnTokenization(absl::Now() - tokenize_start);
+  ticket->Release();
+  if (!prepared.ok()) return prepared.status();
+  call->Take(&*prepared);
+  return call->Submit(std::move(prepared->inputs), ItemDeadline(info, m), info.priority.value_or(m.settings.priority));
+}
+
 
 std::shared_ptr<CallHandle> RequestPath::Classify(const CallInfo& call, std::unique_ptr<v1::ClassifyRequest> request,
                                                   PreprocessGate::Ticket ticket,

@@ -141,6 +141,9 @@ class RequestPath {
   template <typename Call, typename Request, typename Response>
   std::shared_ptr<CallHandle> Run(const CallInfo& call, std::unique_ptr<Request> request,
                                   PreprocessGate::Ticket ticket, Completion<Response> done);
+  template <typename Call, typename Request>
+  absl::Status PrepareAndSubmit(Call* call, const Request& request, const ServedModel& model, const CallInfo& info,
+                     PreprocessGate::Ticket* ticket);
 
   const ModelRegistry* registry_;
   Metrics* metrics_;

@@ -20,6 +20,7 @@ absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Create(std::shared_ptr<c
   pool->model_ = std::move(model);
   pool->metrics_ = std::move(metrics);
   pool->test_hold_file_ = std::move(options.test_hold_file);
+  pool->start_after_ = std::move(options.start_after);
   if (pool->test_hold_file_.empty()) {
     const char* hold = std::getenv("DSERVE_TEST_HOLD_WORKERS_FILE");
     if (hold != nullptr) pool->test_hold_file_ = hold;
@@ -58,6 +59,7 @@ absl::Status WorkerPool::Shutdown(bool drain, absl::Duration timeout) {
 
 void WorkerPool::WorkerLoop(int threads) {
   ConfigureInferenceThread(threads);
+  if (start_after_.valid()) start_after_.wait();
   while (auto batch = scheduler_->NextBatch()) {
     WaitWhileHeld();
     RunBatch(*batch);

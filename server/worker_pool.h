@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -43,6 +44,12 @@ struct WorkerPoolOptions {
   // instead of sleeping and hoping. Create() fills it from the environment
   // variable DSERVE_TEST_HOLD_WORKERS_FILE when left empty.
   std::string test_hold_file;
+  // When valid, the workers start pulling batches only once it is ready
+  // (the queue takes work meanwhile). A hot reload hands over with it: the
+  // new version's workers start when the old version's pool has drained, so
+  // a model never has more than its --workers computing at once (issue 16,
+  // defect 6).
+  std::shared_future<void> start_after;
 };
 
 class WorkerPool {
@@ -76,6 +83,7 @@ class WorkerPool {
   std::unique_ptr<ItemScheduler> scheduler_;
   std::vector<std::thread> threads_;
   std::string test_hold_file_;
+  std::shared_future<void> start_after_;
   bool shut_down_ = false;
 };
 
