@@ -59,22 +59,103 @@ from torch import nn
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "eager"))
 sys.path.insert(0, os.path.join(HERE, "..", "model", "reference"))
+import albert_eager  # noqa: E402
 import eager_baseline as eager  # noqa: E402
 from deberta_reference import act, read_safetensors  # noqa: E402
 
 F = nn.functional
 
 
-class OracleModel(nn.Module):
-    """Encoder + the task's head, parameters under HF's names."""
+DROPOUT_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "pooler_dropout", "classifier_dropout_prob")
+
+
+def refuse_dropout(config):
+    for key in DROPOUT_KEYS:
+        if float(config.get(key, 0) or 0) != 0:
+            raise ValueError("the oracle runs without dropout: config %s = %s (train with 0)" % (key, config[key]))
+
+
+class TaskLosses:
+    """The classify / answer / rerank objectives over a family's logits
+    (cls_logits [B, C] and qa_logits [B, L, 2], supplied by the model)."""
+
+    def loss_sum(self, m, listwise=False, perturb=None):
+        """The micro-batch's loss terms summed (what the step's count divides)."""
+        ids, mask = m["input_ids"], m["attention_mask"]
+        tt = m.get("token_type_ids", torch.zeros_like(ids))
+        if self.task == "mlm":
+            return self.mlm_loss_sum(m, ids, mask, tt, perturb)
+        if self.task == "answer":
+            logits = self.qa_logits(ids, mask, tt)
+            pad = mask == 0
+            start = logits[..., 0].masked_fill(pad, -1e9)
+            end = logits[..., 1].masked_fill(pad, -1e9)
+            return (F.cross_entropy(start, m["start_positions"], reduction="sum")
+                    + F.cross_entropy(end, m["end_positions"], reduction="sum")) / 2
+        logits = self.cls_logits(ids, mask, tt)
+        if self.task == "classify":
+            y = m["labels"]
+            if y.dim() == 2:  # multi-label
+                return F.binary_cross_entropy_with_logits(logits, y, reduction="none").mean(1).sum()
+            return F.cross_entropy(logits, y, reduction="sum")
+        # rerank: max over each pair's chunks
+        chunk = logits[:, 0]
+        pair = m["chunk_pair"]
+        n_pairs = m["targets"].shape[0]
+        scores = torch.stack([chunk[pair == p].max() for p in range(n_pairs)])
+        t = m["targets"]
+        if not listwise:
+            return F.binary_cross_entropy_with_logits(scores, t, reduction="sum")
+        total = scores.sum() * 0
+        unit = m["pair_unit"]
+        for u in unit.unique(sorted=True).tolist():
+            sel = unit == u
+            pos = t[sel].sum()
+            if pos > 0:
+                total = total - (torch.log_softmax(scores[sel], 0) * t[sel]).sum() / pos
+        return total
+
+    def no_decay_names(self):
+        """Hugging Face Trainer's rule: LayerNorm parameters and biases are not decayed."""
+        ln = set()
+        for mod in self.modules():
+            if isinstance(mod, nn.LayerNorm):
+                ln.update(id(p) for p in mod.parameters())
+        return {n for n, p in self.dump_names().items() if id(p) in ln or "bias" in n}
+
+
+class AlbertOracle(nn.Module, TaskLosses):
+    """bench/eager/albert_eager.py's AlbertModel + head (AlbertForSequenceClassification:
+    tanh pooler -> classifier; AlbertForQuestionAnswering: qa_outputs), HF names."""
+
+    def __init__(self, config, task):
+        super().__init__()
+        refuse_dropout(config)
+        if task == "mlm":
+            raise ValueError("dserve does not pretrain ALBERT")
+        self.task = task
+        self.m = albert_eager.AlbertEager(config)
+
+    def dump_names(self):
+        names = albert_eager.hf_names(self.m)
+        return {names[n]: p for n, p in self.m.named_parameters()}
+
+    def cls_logits(self, ids, mask, tt):
+        return self.m(ids, mask, tt)["logits"]
+
+    def qa_logits(self, ids, mask, tt):
+        out = self.m(ids, mask, tt)
+        return torch.stack([out["start_logits"], out["end_logits"]], -1)
+
+
+class OracleModel(nn.Module, TaskLosses):
+    """DeBERTa encoder + the task's head, parameters under HF's names."""
 
     def __init__(self, config, task, emd, sop):
         super().__init__()
         c = self.c = eager.Cfg(config)
         self.task = task
-        for key in ("hidden_dropout_prob", "attention_probs_dropout_prob", "pooler_dropout"):
-            if float(config.get(key, 0) or 0) != 0:
-                raise ValueError("the oracle runs without dropout: config %s = %s (train with 0)" % (key, config[key]))
+        refuse_dropout(config)
         self.deberta = nn.Module()
         self.deberta.embeddings = eager.Embeddings(c)
         self.deberta.encoder = eager.Encoder(c)
@@ -132,55 +213,16 @@ class OracleModel(nn.Module):
             out["deberta.embeddings.position_embeddings.weight"] = self.emd_positions
         return out
 
-    def no_decay_names(self):
-        """Hugging Face Trainer's rule: LayerNorm parameters and biases are not decayed."""
-        ln = set()
-        for mod in self.modules():
-            if isinstance(mod, nn.LayerNorm):
-                ln.update(id(p) for p in mod.parameters())
-        return {n for n, p in self.dump_names().items() if id(p) in ln or "bias" in n}
-
     # -- forward -------------------------------------------------------------
     def encode(self, ids, mask, tt, all_layers=False):
         x = self.deberta.embeddings(ids, tt, mask)
         return self.deberta.encoder(x, mask, all_layers)
 
-    def loss_sum(self, m, listwise=False, perturb=None):
-        """The micro-batch's loss terms summed (what the step's count divides)."""
-        ids, mask = m["input_ids"], m["attention_mask"]
-        tt = m.get("token_type_ids", torch.zeros_like(ids))
-        if self.task == "mlm":
-            return self.mlm_loss_sum(m, ids, mask, tt, perturb)
-        h = self.encode(ids, mask, tt)
-        if self.task == "answer":
-            logits = self.qa_outputs(h)
-            pad = mask == 0
-            start = logits[..., 0].masked_fill(pad, -1e9)
-            end = logits[..., 1].masked_fill(pad, -1e9)
-            return (F.cross_entropy(start, m["start_positions"], reduction="sum")
-                    + F.cross_entropy(end, m["end_positions"], reduction="sum")) / 2
-        logits = self.classifier(self.pooler(h))
-        if self.task == "classify":
-            y = m["labels"]
-            if y.dim() == 2:  # multi-label
-                return F.binary_cross_entropy_with_logits(logits, y, reduction="none").mean(1).sum()
-            return F.cross_entropy(logits, y, reduction="sum")
-        # rerank: max over each pair's chunks
-        chunk = logits[:, 0]
-        pair = m["chunk_pair"]
-        n_pairs = m["targets"].shape[0]
-        scores = torch.stack([chunk[pair == p].max() for p in range(n_pairs)])
-        t = m["targets"]
-        if not listwise:
-            return F.binary_cross_entropy_with_logits(scores, t, reduction="sum")
-        total = scores.sum() * 0
-        unit = m["pair_unit"]
-        for u in unit.unique(sorted=True).tolist():
-            sel = unit == u
-            pos = t[sel].sum()
-            if pos > 0:
-                total = total - (torch.log_softmax(scores[sel], 0) * t[sel]).sum() / pos
-        return total
+    def cls_logits(self, ids, mask, tt):
+        return self.classifier(self.pooler(self.encode(ids, mask, tt)))
+
+    def qa_logits(self, ids, mask, tt):
+        return self.qa_outputs(self.encode(ids, mask, tt))
 
     def mlm_loss_sum(self, m, ids, mask, tt, perturb):
         states = self.encode(ids, mask, tt, all_layers=True)
@@ -277,7 +319,10 @@ def replay(dump_dir, tolerance=1e-4, steps=None, perturb=None, log=print):
     task = run["task"]
     opt_cfg = run["optimizer"]
     sop = run.get("objective") == "sop"
-    model = OracleModel(run["config"], task, emd=run.get("emd", True), sop=sop)
+    if run["config"].get("model_type") == "albert":
+        model = AlbertOracle(run["config"], task)
+    else:
+        model = OracleModel(run["config"], task, emd=run.get("emd", True), sop=sop)
     params = model.dump_names()
 
     # Initial weights: exactly the tensors dserve trains.
