@@ -1,5 +1,6 @@
-// The models a server serves: checkpoint, tokenizer, metrics and worker
-// pool per name, and their hot reload.
+// The models a server serves, by name, and their versions and hot reload
+// (loading one version: server/model_loader.h; version hashes:
+// server/checkpoint_version.h; the pools: server/worker_pool.h).
 //
 // Each name holds an immutable ServedModel handed out as a shared_ptr
 // snapshot: a call keeps the snapshot it started with for its whole life,
@@ -23,30 +24,12 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "model/deberta/model.h"
-#include "model/tokenizer/tokenizer.h"
+#include "server/checkpoint_version.h"
 #include "server/metrics.h"
+#include "server/model_loader.h"
 #include "server/options.h"
-#include "server/worker_pool.h"
 
 namespace dserve {
-
-struct ServedModel {
-  std::string name;
-  std::string dir;
-  std::shared_ptr<const DebertaModel> model;
-  std::shared_ptr<const Tokenizer> tokenizer;
-  Task task = Task::kNone;
-  std::vector<std::string> labels;
-  // Content hash of config.json, the weights and the tokenizer (16 hex digits).
-  std::string version;
-  int64_t max_length = 0;  // tokens, specials included
-  // Batching, queue and priority settings (the globals with this model's
-  // --config overrides).
-  ModelServeSettings settings;
-  std::shared_ptr<ModelMetrics> metrics;
-  std::unique_ptr<WorkerPool> workers;
-};
 
 class ModelReaper;
 
@@ -97,14 +80,5 @@ class ModelRegistry {
   std::thread watcher_;
 };
 
-// FNV-1a over config.json, each weights file's header, size and sampled
-// blocks, and the tokenizer files: cheap on multi-GB files, changes
-// whenever the checkpoint does.
-absl::StatusOr<std::string> CheckpointVersion(const std::string& dir);
-
-// What the watcher compares between polls: the version plus each file's
-// inode, size and modification time (so a rewrite that the sampled hash
-// could miss still shows). An unreadable directory gives "!" + the error.
-std::string CheckpointFingerprint(const std::string& dir);
 
 }  // namespace dserve

@@ -69,7 +69,9 @@ struct ServeOptions {
   std::string dtype = "fp32";
   // Worker threads per model, each pulling batches; 0 = auto: on CPU one
   // single-threaded worker per core of the model's share of the usable cores
-  // (affinity and cgroup quota), at most 4; 2 on CUDA (overlap copies).
+  // (affinity and cgroup quota), at most 4; 2 on CUDA (one worker's host-side
+  // work - padding, copies, decode hand-off - overlaps the other's kernels;
+  // both use the device's default stream, so their GPU work does not overlap).
   int workers = 0;
   // Intra-op (torch) threads per worker on CPU; 0 = cores / (workers x models).
   int threads_per_worker = 0;
