@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include <atomic>
+#include <chrono>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/numbers.h"
@@ -142,7 +144,14 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", options.listen, " (address in use or not local)"));
   }
-  self->thread_ = std::thread([raw] { raw->server_->listen_after_bind(); });
+  auto listening_done = std::make_shared<std::atomic<bool>>(false);
+  self->thread_ = std::thread([raw, listening_done] {
+    raw->server_->listen_after_bind();
+    listening_done->store(true);
+  });
+  // The library's stop() does nothing until its loop runs (is_running): wait
+  // for that, so a Stop() right after Start() cannot miss it and hang.
+  while (!s.is_running() && !listening_done->load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
   return self;
 }
 
