@@ -32,7 +32,7 @@ packages=(
   # e2e tests (curl, requests, jsonschema for openapi.json), the try-it page's
   # headless-browser test (chromium, driven by npm playwright-core below) and
   # wrk for the HTTP library measurement (docs/performance.md)
-  libcpp-httplib-dev libssl-dev curl python3-requests python3-jsonschema chromium nodejs npm wrk
+  libcpp-httplib-dev libssl-dev curl python3-requests python3-jsonschema chromium nodejs wrk
 )
 
 missing=()
@@ -65,6 +65,11 @@ fi
 
 # playwright-core drives Debian's chromium in tests/e2e/test_http_page.py
 # (no browser download: the test passes executablePath /usr/bin/chromium).
+# npm: Debian's own nodejs needs the npm package; NodeSource's nodejs ships
+# npm and conflicts with Debian's (apt then reports "held broken packages").
+if ! command -v npm >/dev/null; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm
+fi
 page_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/e2e/page"
 if [ ! -d "$page_dir/node_modules/playwright-core" ]; then
   echo "install-deps.sh: npm ci in $page_dir (playwright-core)"
