@@ -47,9 +47,13 @@ absl::Status InField(absl::string_view field, const absl::Status& s) {
 absl::Status CheckWindows(absl::string_view field, const WindowPlan& plan, int64_t before, int64_t limit,
                           absl::string_view unit, absl::string_view first_name, absl::string_view earlier) {
   if (plan.count() <= limit - before) return absl::OkStatus();
-  std::string message = absl::StrCat(field, ": needs ", plan.count(), " ", unit, " of ", plan.max_length(),
+  std::string message = absl::StrCat(field, ": needs ", plan.count_is_lower_bound() ? "more than " : "",
+                                     plan.count_is_lower_bound() ? plan.count() - 1 : plan.count(), " ", unit,
+                                     " of ", plan.max_length(),
                                      " tokens (", first_name, " leaves ", plan.room(), ")");
-  if (before > 0) absl::StrAppend(&message, ", ", before + plan.count(), " with the ", earlier, " before it");
+  if (before > 0 && !plan.count_is_lower_bound()) {
+    absl::StrAppend(&message, ", ", before + plan.count(), " with the ", earlier, " before it");
+  }
   absl::StrAppend(&message, "; the limit is ", limit, " per request (--max-windows-per-request)");
   return absl::InvalidArgumentError(message);
 }
@@ -216,9 +220,12 @@ absl::StatusOr<PreparedAnswer> PrepareAnswer(const v1::AnswerRequest& request, c
   PreparedAnswer out;
   for (int c = 0; c < request.contexts_size(); ++c) {
     const std::string field = absl::StrCat("contexts[", c, "]");
+    // Tokenizing stops once the context certainly needs more windows than
+    // the request has left (issue 16, defect 2).
+    const int64_t left = std::max<int64_t>(1, limits.max_windows_per_request - static_cast<int64_t>(out.inputs.size()));
     auto plan = model.tokenizer->PlanQuestionContextWindows(request.question(), request.contexts(c),
                                                             model.max_length, model.doc_stride,
-                                                            /*clamp_stride=*/true);
+                                                            /*clamp_stride=*/true, left);
     if (!plan.ok()) return InField(field, plan.status());
     if (auto s = CheckWindows(field, *plan, static_cast<int64_t>(out.inputs.size()), limits.max_windows_per_request,
                               "windows", "question", "contexts");
@@ -247,8 +254,10 @@ absl::StatusOr<PreparedRerank> PrepareRerank(const v1::RerankRequest& request, c
     const std::string field = absl::StrCat("documents[", d, "]");
     const std::string& doc = request.documents(d);
     if (chunk) {
+      const int64_t left =
+          std::max<int64_t>(1, limits.max_windows_per_request - static_cast<int64_t>(out.inputs.size()));
       auto plan = model.tokenizer->PlanQueryDocumentChunks(request.query(), doc, model.max_length,
-                                                           model.doc_stride, /*clamp_stride=*/true);
+                                                           model.doc_stride, /*clamp_stride=*/true, left);
       if (!plan.ok()) return InField(field, plan.status());
       if (auto s = CheckWindows(field, *plan, static_cast<int64_t>(out.inputs.size()),
                                 limits.max_windows_per_request, "chunks", "query", "documents");

@@ -298,11 +298,10 @@ int64_t CountWindows(int64_t second_tokens, int64_t room, int64_t stride) {
 
 absl::StatusOr<WindowPlan> Tokenizer::PlanWindows(std::string_view first, std::string_view second,
                                                   int max_length, int stride, bool clamp_stride,
-                                                  std::string_view first_name) const {
+                                                  std::string_view first_name, int64_t max_windows) const {
   if (stride < 0) return absl::InvalidArgumentError(absl::StrCat("stride ", stride, " is negative"));
   WindowPlan plan;
   RETURN_IF_ERROR(EncodeRaw(first, &plan.first_));
-  RETURN_IF_ERROR(EncodeRaw(second, &plan.second_));
   const int64_t budget = static_cast<int64_t>(max_length) - 3 - plan.first_tokens();
   if (budget <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -310,6 +309,20 @@ absl::StatusOr<WindowPlan> Tokenizer::PlanWindows(std::string_view first, std::s
         " tokens; with 3 special tokens it leaves no room in max_length ", max_length));
   }
   if (clamp_stride) stride = static_cast<int>(std::min<int64_t>(stride, budget / 2));
+  // `max_windows` windows hold at most budget + (max_windows - 1) x step
+  // second-text tokens: past that the plan will be refused, so tokenizing
+  // stops there (issue 16, defect 2).
+  size_t cap = 0;
+  if (max_windows > 0 && stride < budget) {
+    cap = static_cast<size_t>(budget + (max_windows - 1) * (budget - stride));
+  }
+  {
+    Segment seg;
+    bool capped = false;
+    RETURN_IF_ERROR(EncodeSegmentCapped(second, /*with_pieces=*/false, cap, &seg, &capped));
+    plan.second_ = std::move(seg.tokens);
+    plan.count_is_lower_bound_ = capped;
+  }
   const int64_t n = plan.second_tokens();
   if (n > budget && stride >= budget) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -319,7 +332,7 @@ absl::StatusOr<WindowPlan> Tokenizer::PlanWindows(std::string_view first, std::s
   plan.max_length_ = max_length;
   plan.room_ = budget;
   plan.stride_ = stride;
-  plan.count_ = CountWindows(n, budget, stride);
+  plan.count_ = plan.count_is_lower_bound_ ? max_windows + 1 : CountWindows(n, budget, stride);
   return plan;
 }
 
@@ -370,10 +383,11 @@ absl::StatusOr<std::vector<Window>> Tokenizer::EncodeWindows(std::string_view fi
 absl::StatusOr<WindowPlan> Tokenizer::PlanQuestionContextWindows(std::string_view question,
                                                                  std::string_view context,
                                                                  int max_length, int doc_stride,
-                                                                 bool clamp_stride) const {
+                                                                 bool clamp_stride, int64_t max_windows) const {
   RETURN_IF_ERROR(ValidateUtf8(question, "question"));
   RETURN_IF_ERROR(ValidateUtf8(context, "context"));
-  return PlanWindows(PythonLStrip(question), context, max_length, doc_stride, clamp_stride, "question");
+  return PlanWindows(PythonLStrip(question), context, max_length, doc_stride, clamp_stride, "question",
+                     max_windows);
 }
 
 absl::StatusOr<std::vector<Window>> Tokenizer::EncodeQuestionContextWindows(

@@ -103,7 +103,11 @@ int64_t CountWindows(int64_t second_tokens, int64_t room, int64_t stride);
 // the tokens alone; Tokenizer::BuildWindows then makes the windows.
 class WindowPlan {
  public:
-  int64_t count() const { return count_; }             // windows
+  // Windows. With a `max_windows` cap given to the planner and more needed:
+  // max_windows + 1, and count_is_lower_bound() (the rest of the second
+  // text was not tokenized; the plan cannot be built, only refused).
+  int64_t count() const { return count_; }
+  bool count_is_lower_bound() const { return count_is_lower_bound_; }
   int max_length() const { return max_length_; }       // tokens per window, specials included
   int64_t first_tokens() const { return static_cast<int64_t>(first_.size()); }
   int64_t second_tokens() const { return static_cast<int64_t>(second_.size()); }
@@ -115,6 +119,7 @@ class WindowPlan {
   std::vector<SpmPiece> first_, second_;
   int max_length_ = 0;
   int64_t room_ = 0, stride_ = 0, count_ = 0;
+  bool count_is_lower_bound_ = false;
 };
 
 class Tokenizer {
@@ -177,11 +182,14 @@ class Tokenizer {
                                                                    int doc_stride,
                                                                    bool clamp_stride = false) const;
   // The plan of EncodeQuestionContextWindows (same errors): the window
-  // count before any window is built.
+  // count before any window is built. `max_windows` > 0: stop tokenizing
+  // the context once more windows than that are certain (see
+  // WindowPlan::count_is_lower_bound), so a huge context that a window
+  // limit will refuse costs only the tokens up to the limit.
   absl::StatusOr<WindowPlan> PlanQuestionContextWindows(std::string_view question,
                                                         std::string_view context, int max_length,
-                                                        int doc_stride,
-                                                        bool clamp_stride = false) const;
+                                                        int doc_stride, bool clamp_stride = false,
+                                                        int64_t max_windows = 0) const;
   // Rerank chunking of a long document: windows of (query, document).
   absl::StatusOr<std::vector<Window>> EncodeQueryDocumentChunks(std::string_view query,
                                                                 std::string_view document,
@@ -190,11 +198,13 @@ class Tokenizer {
                                                                 bool clamp_stride = false) const {
     return EncodeWindows(query, document, max_length, stride, clamp_stride, "query");
   }
-  // The plan of EncodeQueryDocumentChunks (same errors).
+  // The plan of EncodeQueryDocumentChunks (same errors; `max_windows` as
+  // for PlanQuestionContextWindows).
   absl::StatusOr<WindowPlan> PlanQueryDocumentChunks(std::string_view query,
                                                      std::string_view document, int max_length,
-                                                     int stride, bool clamp_stride = false) const {
-    return PlanWindows(query, document, max_length, stride, clamp_stride, "query");
+                                                     int stride, bool clamp_stride = false,
+                                                     int64_t max_windows = 0) const {
+    return PlanWindows(query, document, max_length, stride, clamp_stride, "query", max_windows);
   }
   // The plan's windows, plan.count() of them.
   std::vector<Window> BuildWindows(const WindowPlan& plan) const;
@@ -238,7 +248,7 @@ class Tokenizer {
                                                     std::string_view first_name) const;
   absl::StatusOr<WindowPlan> PlanWindows(std::string_view first, std::string_view second,
                                          int max_length, int stride, bool clamp_stride,
-                                         std::string_view first_name) const;
+                                         std::string_view first_name, int64_t max_windows = 0) const;
   void AppendSpecial(int id, int type_id, bool with_pieces, Encoding* enc) const;
   void AppendSegment(const Segment& seg, size_t n, int seq_id, int type_id, bool with_pieces,
                      Encoding* enc) const;

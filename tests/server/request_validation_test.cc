@@ -285,12 +285,17 @@ TEST(PrepareAnswerTest, RefusesTooManyWindowsBeforeBuildingThem) {
   v1::AnswerRequest request;
   request.set_question(question);
   request.add_contexts(context);
+  const uint64_t before = GoldenTokenizer().encoded_bytes();
   auto refused = PrepareAnswer(request, ServeOptions(), Spec(max_length, /*type_ids=*/true, /*doc_stride=*/128));
+  const uint64_t work = GoldenTokenizer().encoded_bytes() - before;
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  // Issue 16, defect 2: tokenizing stopped once more than 256 windows were
+  // certain (it tokenized the whole MiB before, to say n - 1).
   EXPECT_EQ(refused.status().message(),
-            absl::StrCat("contexts[0]: needs ", n - 1, " windows of ", max_length,
+            absl::StrCat("contexts[0]: needs more than 256 windows of ", max_length,
                          " tokens (question leaves 2); the limit is 256 per request (--max-windows-per-request)"));
+  EXPECT_LT(work, 64u << 10) << "the 1 MiB context was tokenized whole";
 }
 
 TEST(PrepareAnswerTest, WindowLimitCountsAllContexts) {
