@@ -2,6 +2,7 @@
 // the queue gauge over a model's live pools, the protocol label, and the
 // request and tokenization histograms, read back from the text exposition.
 #include "server/metrics.h"
+#include "tests/server/metric_value.h"
 
 #include <gtest/gtest.h>
 
@@ -16,20 +17,10 @@
 namespace dserve {
 namespace {
 
-// Sum of the samples of `name` whose labels include every `labels` pair.
 double Value(const Metrics& metrics, const std::string& name, const std::map<std::string, std::string>& labels = {}) {
-  double total = 0;
-  for (absl::string_view line : absl::StrSplit(metrics.Scrape(), '\n')) {
-    if (!absl::StartsWith(line, name + "{") && !absl::StartsWith(line, name + " ")) continue;
-    bool match = true;
-    for (const auto& [k, v] : labels) match = match && absl::StrContains(line, absl::StrCat(k, "=\"", v, "\""));
-    if (!match) continue;
-    double value = 0;
-    EXPECT_TRUE(absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &value)) << line;
-    total += value;
-  }
-  return total;
+  return MetricValue(metrics.Scrape(), name, labels);
 }
+
 
 // Issue 16, defect 7: during a hot reload the old version's pool drains to
 // 0 while the new one has work queued; the model's gauge is their sum, so

@@ -26,6 +26,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "server/metrics.h"
+#include "tests/server/metric_value.h"
 #include "server/model_registry.h"
 
 namespace dserve {
@@ -50,19 +51,6 @@ std::string MakeCheckpoint() {
   return dir.string();
 }
 
-double MetricValue(const std::string& text, const std::string& name, const std::map<std::string, std::string>& labels) {
-  double total = 0;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    if (!absl::StartsWith(line, name + "{") && !absl::StartsWith(line, name + " ")) continue;
-    bool match = true;
-    for (const auto& [k, v] : labels) match = match && absl::StrContains(line, absl::StrCat(k, "=\"", v, "\""));
-    if (!match) continue;
-    double value = 0;
-    EXPECT_TRUE(absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &value)) << line;
-    total += value;
-  }
-  return total;
-}
 
 std::string ThreadName() {
   char name[32] = {};
@@ -82,6 +70,7 @@ struct Outcome {
 class RequestPathTest : public ::testing::Test {
  protected:
   void TearDown() override {
+    unsetenv("DSERVE_TEST_HOLD_WORKERS_FILE");  // even when a test failed before releasing
     if (!hold_.empty()) std::remove(hold_.c_str());
     path_.reset();
     if (registry_ != nullptr) registry_->Shutdown(/*drain=*/false, absl::ZeroDuration());

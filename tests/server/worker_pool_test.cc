@@ -31,6 +31,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "server/metrics.h"
+#include "tests/server/metric_value.h"
 
 namespace dserve {
 namespace {
@@ -66,21 +67,6 @@ void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, c
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4) << what << " [" << i << "]";
 }
 
-// Sum of the samples of `name` whose labels include every `labels` pair.
-double MetricValue(const std::string& text, const std::string& name,
-                   const std::map<std::string, std::string>& labels) {
-  double total = 0;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    if (!absl::StartsWith(line, name + "{") && !absl::StartsWith(line, name + " ")) continue;
-    bool match = true;
-    for (const auto& [k, v] : labels) match = match && absl::StrContains(line, absl::StrCat(k, "=\"", v, "\""));
-    if (!match) continue;
-    double value = 0;
-    EXPECT_TRUE(absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &value)) << line;
-    total += value;
-  }
-  return total;
-}
 
 // Every `done` callback lands here, from whichever thread runs it.
 class Results {
