@@ -57,11 +57,14 @@ struct ServeOptions {
   // the request names none (?model=NAME); empty = the only model of the
   // route's task (two or more: the request must name one). Default empty.
   std::string http_default_model;
-  // HTTP server threads, each serving one connection at a time (the library
-  // is synchronous; a thread waits while its request is computed), so this
-  // caps the keep-alive HTTP clients served at once. Default 64 (the bench's
-  // client count; idle threads cost only their stack).
-  int http_threads = 64;
+  // Most HTTP server threads, each serving one connection at a time (the
+  // library is synchronous; a thread waits while its request is computed, and
+  // an idle keep-alive connection holds its thread for up to 5 s), so this
+  // caps the HTTP clients served at once; more wait to be accepted. Threads
+  // start only when connections need them. Default 512 (idle keep-alive
+  // clients of a few hundred callers never keep a new one waiting; a thread
+  // costs its stack only while it exists).
+  int http_threads = 512;
   // auto | cpu | cuda | cuda:N. Default auto (CUDA when LibTorch has it).
   std::string device = "auto";
   // fp32 | bf16 | fp16. Default fp32 (bf16 is faster on AVX512-BF16/AMX CPUs

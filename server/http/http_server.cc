@@ -4,6 +4,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/numbers.h"
@@ -48,6 +51,61 @@ void CopyOut(const HttpResponse& from, httplib::Response& to) {
   to.set_content(from.body, from.content_type.c_str());
 }
 
+// The library's ThreadPool starts all its threads at once; this one starts a
+// thread only when a connection finds none idle (up to `max`), so a large
+// --http-threads costs nothing until clients come, and many idle keep-alive
+// connections do not keep new ones waiting. Threads stay for reuse.
+class ElasticThreadPool : public httplib::TaskQueue {
+ public:
+  explicit ElasticThreadPool(size_t max) : max_(max) {}
+  ~ElasticThreadPool() override = default;
+
+  void enqueue(std::function<void()> fn) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    jobs_.push_back(std::move(fn));
+    if (idle_ < jobs_.size() && threads_.size() < max_) {
+      threads_.emplace_back([this] { Work(); });
+    } else {
+      cv_.notify_one();
+    }
+  }
+
+  // Runs the queued connections to their end, then joins.
+  void shutdown() override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      shutdown_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();  // no enqueue after shutdown: threads_ is stable
+  }
+
+ private:
+  void Work() {
+    for (;;) {
+      std::function<void()> fn;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        ++idle_;
+        cv_.wait(lock, [this] { return shutdown_ || !jobs_.empty(); });
+        --idle_;
+        if (jobs_.empty()) return;  // shutting down, nothing left
+        fn = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      fn();
+    }
+  }
+
+  const size_t max_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  std::vector<std::thread> threads_;
+  size_t idle_ = 0;
+  bool shutdown_ = false;
+};
+
 const char* ErrorTypeOf(int status) {
   switch (status) {
     case 400: return "validation";
@@ -83,7 +141,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
   }
   httplib::Server& s = *self->server_;
   const int threads = std::max(1, options.threads);
-  s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  s.new_task_queue = [threads] { return new ElasticThreadPool(static_cast<size_t>(threads)); };
   s.set_tcp_nodelay(true);
   // The library's default also sets SO_REUSEPORT: a second server on a taken
   // port would then share it silently instead of failing.

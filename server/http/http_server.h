@@ -9,10 +9,10 @@
 // p99 than Boost.Beast's async server (33-38k req/s). Not prometheus-cpp's
 // civetweb Exposer: it fails to start in binaries that link LibTorch.
 //
-// Model: one thread per connection from a pool of `threads`. A keep-alive
-// connection holds its thread until it has been idle for
-// keep_alive_timeout, so at most `threads` clients are served at once; more
-// connections wait in the accept queue. TCP_NODELAY is on (without it a
+// Model: one thread per connection, started when a connection finds no idle
+// thread, at most `threads`. A keep-alive connection holds its thread until
+// it has been idle for keep_alive_timeout, so at most `threads` clients are
+// served at once; more connections wait in the accept queue. TCP_NODELAY is on (without it a
 // keep-alive client waits ~40 ms per response for the delayed ACK: 1.3k
 // req/s instead of 28k). HEAD is answered by the GET handler without the
 // body. A body over max_body_bytes gets 413 before it is read.
@@ -46,7 +46,8 @@ namespace dserve {
 struct HttpServerOptions {
   // HOST:PORT ("0.0.0.0:8080", "[::]:8080", "127.0.0.1:0"); port 0 picks one.
   std::string listen;
-  // Connections served at once (see the file comment).
+  // Most connections served at once (threads, started on demand; see the
+  // file comment).
   int threads = 8;
   // TLS: PEM certificate and key files; with client_ca, clients must
   // present a certificate it signed (mTLS). All empty = plaintext.

@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <filesystem>
 #include <thread>
 #include <vector>
 
@@ -84,6 +86,36 @@ TEST(HttpServer, KeepAliveAndConcurrentClients) {
   for (auto& t : clients) t.join();
   EXPECT_EQ(ok.load(), 400);
   EXPECT_EQ(served.load(), 400);
+}
+
+int ThreadsOfThisProcess() {
+  int n = 0;
+  for (const auto& unused : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// Threads start when connections need them, not all at Start: a large
+// --http-threads costs nothing idle, and idle keep-alive connections below
+// the cap never keep a new client waiting.
+TEST(HttpServer, ThreadsStartOnDemandUpToTheCap) {
+  const int before = ThreadsOfThisProcess();
+  auto server = StartOnLoopback(/*threads=*/256);
+  EXPECT_LE(ThreadsOfThisProcess() - before, 2);  // the accept loop (and no pool)
+  server->Handle("GET", "/health", [](const HttpRequest&, HttpResponse* res) { res->body = "{}"; });
+  std::vector<std::unique_ptr<httplib::Client>> idle;
+  for (int i = 0; i < 20; ++i) {  // 20 keep-alive connections, each made to hold a thread
+    idle.push_back(std::make_unique<httplib::Client>("127.0.0.1", server->port()));
+    idle.back()->set_keep_alive(true);
+    ASSERT_EQ(idle.back()->Get("/health")->status, 200);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  httplib::Client fresh("127.0.0.1", server->port());
+  ASSERT_EQ(fresh.Get("/health")->status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2))
+      << "a new client waited behind idle keep-alive connections";
+  const int grown = ThreadsOfThisProcess() - before;
+  EXPECT_GE(grown, 21);
+  EXPECT_LE(grown, 30);
 }
 
 TEST(HttpServer, ReplacingARouteAndStop) {
