@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <random>
 #include <set>
@@ -511,6 +512,33 @@ TEST(WorkerPoolTest, ItemsCancelledAfterTheBatchFormedAreNotComputed) {
   }
   EXPECT_EQ(f.Metric("dserve_inference_duration_seconds_count"), 0) << "the cancelled batch was computed";
   EXPECT_EQ(f.Metric("dserve_rejected_total", {{"reason", "cancelled"}}), 4);
+}
+
+// Issue 16, defect 6: a reloaded version's pool waits for the hand-over
+// (WorkerPoolOptions::start_after) before computing, so the model never has
+// more than --workers passes running while the old version drains. Its
+// queue takes work meanwhile; once the hand-over happens, everything runs.
+// (Without the gate the idle worker takes the batch within milliseconds; a
+// machine too slow for that within 300 ms makes this pass, never fail.)
+TEST(WorkerPoolTest, NewVersionComputesOnlyAfterTheHandOver) {
+  Fixture f;
+  WorkerPoolOptions options;
+  options.workers = 2;
+  options.threads_per_worker = 1;
+  std::promise<void> handover;
+  options.start_after = handover.get_future().share();
+  ASSERT_TRUE(f.Start("cls_factorized", "classify", options));
+  Results results;
+  std::vector<ItemTask> tasks;
+  for (int i = 0; i < 3; ++i) tasks.push_back(Task({kCls, 30 + i, 31, kSep}, results.Callback(i)));
+  ASSERT_TRUE(f.pool->Submit(std::move(tasks)).ok());
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(results.calls(), 0) << "a worker computed before the hand-over";
+  EXPECT_EQ(f.Metric("dserve_batch_size_count"), 0);
+  EXPECT_EQ(f.pool->queue_depth(), 3);
+  handover.set_value();
+  ASSERT_TRUE(results.WaitFor(3));
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(results.Of(i).at(0).ok()) << results.Of(i).at(0).status();
 }
 
 // A forward that fails (an id past the vocabulary) fails every item of its
