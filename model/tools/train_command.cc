@@ -131,7 +131,10 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainCommandOptions* options) {
   cmd->add_option("--lr", t.lr, "peak learning rate")->capture_default_str();
   cmd->add_option("--weight-decay", t.weight_decay, "AdamW decay (not on biases and LayerNorm weights)")
       ->capture_default_str();
-  cmd->add_option("--warmup-ratio", t.warmup_ratio, "fraction of steps with linear warmup, then linear decay")
+  cmd->add_option("--warmup-ratio", t.warmup_ratio, "fraction of steps with linear warmup, then the --lr-schedule decay")
+      ->capture_default_str();
+  cmd->add_option("--lr-schedule", t.lr_schedule,
+                  "after warmup: linear (decay to 0) or cosine (half a cosine to 0), as HF's schedules")
       ->capture_default_str();
   cmd->add_option("--max-grad-norm", t.max_grad_norm, "gradient clipping (0 = off)")->capture_default_str();
   cmd->add_option("--max-length", t.max_length, "tokens per sequence (0 = min(512, max_position_embeddings))")

@@ -266,6 +266,10 @@ absl::Status Trainer::Setup() {
   if (!(o_.lr > 0) || o_.warmup_ratio < 0 || o_.warmup_ratio > 1) {
     return absl::InvalidArgumentError("--lr must be > 0 and --warmup-ratio in [0, 1]");
   }
+  if (o_.lr_schedule != "linear" && o_.lr_schedule != "cosine") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--lr-schedule must be linear or cosine (got '", o_.lr_schedule, "')"));
+  }
   if (o_.listwise && task_ != Task::kRerank) return absl::InvalidArgumentError("--listwise is for --task rerank");
   if (!o_.objective.empty() && o_.objective != "sop" && o_.objective != "mlm") {
     return absl::InvalidArgumentError(absl::StrCat("--objective must be sop (or mlm), got \"", o_.objective, "\""));
@@ -341,6 +345,7 @@ absl::Status Trainer::Setup() {
                   {"schedule", "linear"},
                   {"warmup_ratio", o_.warmup_ratio},
                   {"warmup_steps", warmup_steps_},
+                  {"lr_schedule", o_.lr_schedule},
                   {"total_steps", total_steps_}}},
                 {"batch_size", o_.batch_size},
                 {"grad_accum", o_.grad_accum},
@@ -643,8 +648,14 @@ absl::Status Trainer::SetupOptimizer() {
 }
 
 double Trainer::LearningRate(int64_t step) const {
-  // Hugging Face get_linear_schedule_with_warmup, step = optimizer steps done.
+  // Hugging Face get_{linear,cosine}_schedule_with_warmup, step = optimizer
+  // steps done.
   if (step < warmup_steps_) return o_.lr * static_cast<double>(step) / std::max<int64_t>(1, warmup_steps_);
+  if (o_.lr_schedule == "cosine") {
+    const double progress =
+        static_cast<double>(step - warmup_steps_) / std::max<int64_t>(1, total_steps_ - warmup_steps_);
+    return o_.lr * std::max(0.0, 0.5 * (1.0 + std::cos(M_PI * progress)));
+  }
   const double rest = static_cast<double>(total_steps_ - step) / std::max<int64_t>(1, total_steps_ - warmup_steps_);
   return o_.lr * std::max(0.0, rest);
 }
@@ -660,6 +671,7 @@ json Trainer::TrainingSettings() const {
             {"lr", o_.lr},
             {"weight_decay", o_.weight_decay},
             {"warmup_ratio", o_.warmup_ratio},
+            {"lr_schedule", o_.lr_schedule},
             {"max_grad_norm", o_.max_grad_norm},
             {"max_length", max_length_},
             {"seed", o_.seed},

@@ -58,6 +58,9 @@ struct TrainOptions {
   double lr = 5e-5;
   double weight_decay = 0.01;
   double warmup_ratio = 0.0;  // fraction of the total steps with linear warmup
+  // After warmup: "linear" decay to 0 (HF get_linear_schedule_with_warmup)
+  // or "cosine" (HF get_cosine_schedule_with_warmup, half a cosine to 0).
+  std::string lr_schedule = "linear";
   double max_grad_norm = 1.0; // 0 = no clipping
   double adam_eps = 1e-6;
   int max_length = 0;         // 0 = min(512, max_position_embeddings)

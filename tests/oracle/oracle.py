@@ -256,6 +256,16 @@ class OracleModel(nn.Module, TaskLosses):
         return mlm, sop
 
 
+def cosine_schedule(warmup, total):
+    """transformers.get_cosine_schedule_with_warmup's multiplier (num_cycles 0.5)."""
+    def f(step):
+        if step < warmup:
+            return float(step) / float(max(1, warmup))
+        progress = float(step - warmup) / float(max(1, total - warmup))
+        return max(0.0, 0.5 * (1.0 + math.cos(math.pi * 2.0 * 0.5 * progress)))
+    return f
+
+
 def linear_schedule(warmup, total):
     """transformers.get_linear_schedule_with_warmup's multiplier."""
     def f(step):
@@ -354,7 +364,10 @@ def replay(dump_dir, tolerance=1e-4, steps=None, perturb=None, log=print):
     if warmup != opt_cfg["warmup_steps"]:
         log("warning: dserve warms up for %d steps, HF's ceil(%g x %d) = %d" % (
             opt_cfg["warmup_steps"], opt_cfg["warmup_ratio"], total, warmup))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_schedule(warmup, total))
+    schedule = {"linear": linear_schedule, "cosine": cosine_schedule}[opt_cfg.get("lr_schedule", "linear")]
+    if perturb == "schedule":  # the other one
+        schedule = cosine_schedule if schedule is linear_schedule else linear_schedule
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule(warmup, total))
     clip = 0.0 if perturb == "no_clip" else float(opt_cfg["max_grad_norm"])
     model.train()
 
@@ -425,7 +438,7 @@ def main(argv=None):
     ap.add_argument("dump_dir")
     ap.add_argument("--tolerance", type=float, default=1e-4)
     ap.add_argument("--steps", type=int)
-    ap.add_argument("--perturb", choices=["lr", "decay_all", "no_emd", "micro_mean", "no_clip"])
+    ap.add_argument("--perturb", choices=["lr", "decay_all", "no_emd", "micro_mean", "no_clip", "schedule"])
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="print the result as one JSON object at the end")
     a = ap.parse_args(argv)

@@ -136,6 +136,9 @@ TASKS = {
     "classify_multilabel": ("cls_factorized", write_classify_multilabel, "train.jsonl", ["--max-length", "24"]),
     "mlm_sop": ("cls_factorized", write_mlm, "train.txt", ["--max-length", "24", "--objective", "sop"]),
     "classify_shared": ("cls_factorized", write_classify, "train.jsonl", ["--max-length", "24"]),
+    # --lr-schedule cosine (HF get_cosine_schedule_with_warmup)
+    "classify_cosine": ("cls_factorized", write_classify, "train.jsonl",
+                        ["--max-length", "24", "--lr-schedule", "cosine"]),
     # the second family: fine-tuning shared/goldens/albert checkpoints (--init)
     # (lr 2e-3: at 5e-3 albert_answer's fp32 rounding noise grew to 3.6e-5 by step 14, too close to 1e-4)
     "albert_classify": ("albert_classify", write_classify, "train.jsonl", ["--max-length", "24", "--lr", "2e-3"]),
@@ -166,6 +169,7 @@ PERTURBATIONS = {
     "mlm_sop": ["lr", "no_emd"],
     "classify_ddp": ["lr", "micro_mean"],
     "classify_shared": ["lr"],
+    "classify_cosine": ["lr", "schedule"],
     "albert_classify": ["lr", "decay_all"],
     "albert_answer": ["lr"],
     "albert_rerank": ["lr"],
