@@ -5,7 +5,7 @@ one run on one machine, each with its configuration, measured figures
 
 usage: bench/run_all.sh [--quick | --tiny] [--out DIR] [--build-dir DIR] [--shared-dir DIR]
                         [--demo-dir DIR] [--server-model DIR] [--rounds N] [--threads N]
-                        [--sections encoder,argmax,serve,packing,rss,albert,long]
+                        [--sections encoder,argmax,serve,packing,rss,albert,long,delay,http]
                         [--no-ort] [--ort-dir DIR] [--ort-cache DIR]
 
 Modes: full (default, ~10 min on 2 quiet cores), --quick (~3 min smoke: one
@@ -53,6 +53,16 @@ Rows and how they are measured (docs/performance.md, "Harness", says more):
    malloc), 1x512 beside it, with ORT and the growth of the cost per token
    from 128 to 512 tokens for each engine; rounds of their own.
 14 fp32 8x512 ours vs ORT (1x512 beside it), the same rounds.
+15 (section "delay") --max-queue-delay-us sweep at 1, 8 and 64 clients.
+16 (section "http") HTTP/JSON vs gRPC on one `dserve serve --http-listen`
+   (the server model, issue 17): 64 closed-loop keep-alive clients, one
+   text per call, the same texts through both doors: gRPC by `dserve-client
+   load --concurrency 64 --channels 4`, HTTP by `wrk -c64 -t2` POSTing
+   /v1/classify (bench/serve/http_vs_grpc.py's Lua script and texts);
+   windows alternate HTTP, gRPC per repeat. Non-200 responses are not
+   counted as served. Ratio = HTTP calls/s / gRPC calls/s (medians over
+   repeats), target >= 0.8; p99 of both beside it. The load generators run
+   on the same machine as the server (wrk is the lighter client).
 ORT needs `bash bench/onnx/setup.sh` once (npm install of onnxruntime-node
 into bench/onnx/node_modules); without it rows 11, 12 and 14 are SKIP with
 "ORT: not installed, run bench/onnx/setup.sh" and the ORT columns say so.
@@ -81,10 +91,13 @@ PY = "/usr/bin/python3"
 # The same settings dserve applies to itself at start-up (model/util/process.cc).
 TUNED_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
                 "MALLOC_TOP_PAD_": str(64 << 20)}
-SECTIONS = ("encoder", "argmax", "serve", "packing", "rss", "albert", "long", "delay")
+SECTIONS = ("encoder", "argmax", "serve", "packing", "rss", "albert", "long", "delay", "http")
 # Row 15 (issue 16): --max-queue-delay-us settings x closed-loop clients.
 DELAYS_US = (0, 2000, 10000)
 DELAY_CLIENTS = (1, 8, 64)
+# Row 16 (issue 17): HTTP vs gRPC at this many closed-loop clients; target ratio.
+HTTP_CLIENTS = 64
+HTTP_TARGET = 0.8
 ONNX_DIR = os.path.join(REPO, "bench", "onnx")
 ORT_NOT_INSTALLED = "ORT: not installed, run bench/onnx/setup.sh"
 # ORT's outputs against eager fp32 on the timed inputs (logits and last hidden state).
@@ -101,15 +114,18 @@ MODES = {
     "full": dict(rounds=3, enc_repeats=5, lat_repeats=10, warmup=3, serve_repeats=3, serve_duration=5,
                  serve_warmup=2, engine_lines=2048, pack_repeats=3, pack_duration=5, pack_warmup=1,
                  tok_repeats=5, rss_requests=64, rss_concurrency=16, long_length=512, long_repeats=3,
-                 long_warmup=1, long_rounds=2, delay_duration=5, delay_warmup=1),
+                 long_warmup=1, long_rounds=2, delay_duration=5, delay_warmup=1,
+                 http_repeats=3, http_duration=10, http_warmup=2),
     "quick": dict(rounds=1, enc_repeats=3, lat_repeats=5, warmup=2, serve_repeats=1, serve_duration=3,
                   serve_warmup=1, engine_lines=512, pack_repeats=1, pack_duration=3, pack_warmup=1,
                   tok_repeats=3, rss_requests=32, rss_concurrency=16, long_length=512, long_repeats=2,
-                  long_warmup=1, long_rounds=1, delay_duration=2, delay_warmup=0.5),
+                  long_warmup=1, long_rounds=1, delay_duration=2, delay_warmup=0.5,
+                  http_repeats=1, http_duration=3, http_warmup=1),
     "tiny": dict(rounds=1, enc_repeats=1, lat_repeats=1, warmup=0, serve_repeats=1, serve_duration=1,
                  serve_warmup=0.5, engine_lines=64, pack_repeats=1, pack_duration=2, pack_warmup=0.5,
                  tok_repeats=1, rss_requests=16, rss_concurrency=8, long_length=256, long_repeats=1,
-                 long_warmup=0, long_rounds=1, delay_duration=1, delay_warmup=0.3),
+                 long_warmup=0, long_rounds=1, delay_duration=1, delay_warmup=0.3,
+                 http_repeats=1, http_duration=1, http_warmup=0),
 }
 LOAD_CLIENTS_MIXED = 64
 WORDS = ("the a customer order refund billing password reset shipping parcel late account charge card invoice "
@@ -146,7 +162,7 @@ class Harness:
         # Sanitizer builds (cmake/DserveSanitize.cmake) serve several times
         # slower: the load windows grow so that calls still complete in them.
         slow = float(os.environ.get("DSERVE_TEST_TIME_FACTOR", "1"))
-        for k in ("serve_duration", "serve_warmup", "pack_duration", "pack_warmup"):
+        for k in ("serve_duration", "serve_warmup", "pack_duration", "pack_warmup", "http_duration"):
             self.m[k] *= slow
         if args.rounds:
             self.m["rounds"] = args.rounds
@@ -583,20 +599,22 @@ class Harness:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=self.env)
         self.servers.append(proc)
         deadline = time.time() + 180
-        port = mport = None
+        port = mport = hport = None
+        want_http = "--http-listen" in extra
         while time.time() < deadline:
             text = open(base + ".out").read()
             p = re.search(r"^dserve: listening on port (\d+)$", text, re.M)
             mp = re.search(r"^dserve: metrics on port (\d+)$", text, re.M)
-            if p and mp:
-                port, mport = int(p.group(1)), int(mp.group(1))
+            hp = re.search(r"^dserve: http on port (\d+)$", text, re.M)
+            if p and mp and (hp or not want_http):
+                port, mport, hport = int(p.group(1)), int(mp.group(1)), int(hp.group(1)) if hp else None
                 break
             if proc.poll() is not None:
                 raise Failure(f"server {' '.join(cmd[1:])} exited {proc.returncode}: {open(base + '.log').read()[-600:]}")
             time.sleep(0.1)
         if port is None:
             raise Failure(f"server {name} did not report its ports within 180 s")
-        return {"proc": proc, "port": port, "mport": mport, "name": name}
+        return {"proc": proc, "port": port, "mport": mport, "hport": hport, "name": name}
 
     def stop_server(self, s):
         s["proc"].terminate()
@@ -743,6 +761,63 @@ class Harness:
                              f"{r['mean_batch']:.1f} | {r['items_per_s'] / base['items_per_s']:.2f}x |")
         return (f"Queue delay sweep (row 15; {D['model']}; {D['duration_s']} s closed-loop load per cell):\n\n"
                 + "\n".join(lines) + "\n")
+
+    # ------------------------------------------------------------------ row 16
+    def section_http(self):
+        """Issue 17: HTTP/JSON vs gRPC throughput and p99 at 64 closed-loop clients on one server and model
+        (bench/serve/http_vs_grpc.py's method: its texts and wrk Lua script; windows alternate HTTP, gRPC)."""
+        import importlib.util
+        wrk = shutil.which("wrk")
+        if not wrk:
+            raise Failure("wrk is not installed (apt-get install wrk; deploy/install-deps.sh lists it)")
+        spec = importlib.util.spec_from_file_location("http_vs_grpc", os.path.join(REPO, "bench", "serve",
+                                                                                    "http_vs_grpc.py"))
+        hvg = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(hvg)
+        model, what = self.server_model()
+        m = self.m
+        texts = hvg.make_texts()
+        inputs = os.path.join(self.work, "http_texts.jsonl")
+        with open(inputs, "w") as f:
+            f.writelines(json.dumps({"text": t}) + "\n" for t in texts)
+        lua = os.path.join(self.work, "http_classify.lua")
+        with open(lua, "w") as f:
+            f.write(hvg.LUA % ",".join(json.dumps(json.dumps({"model": "classify", "texts": [t]})) for t in texts))
+        extra = ["--http-listen", "127.0.0.1:0", "--http-threads", "128"]
+        s = self.start_server(model, extra, "http")
+        runs = {"http": [], "grpc": []}
+        url = f"http://127.0.0.1:{s['hport']}"
+        duration = max(1, round(m["http_duration"]))
+        try:
+            for r in range(1, m["http_repeats"] + 1):
+                if m["http_warmup"] > 0:  # wrk has no warm-up: a short uncounted run first
+                    self.run([wrk, f"-c{HTTP_CLIENTS}", "-t2", f"-d{max(1, round(m['http_warmup']))}s", "-s", lua,
+                              url], "http_wrk_warmup")
+                out = self.run([wrk, f"-c{HTTP_CLIENTS}", "-t2", f"-d{duration}s", "--latency", "-s", lua, url],
+                               "http_wrk")
+                w = re.search(r"WRK_JSON (\{.*\})", out)
+                if not w:
+                    raise Failure("wrk printed no WRK_JSON summary: " + out[-600:])
+                w = json.loads(w.group(1))
+                ok = w["requests"] - w["non200"]
+                if ok <= 0:
+                    raise Failure(f"HTTP: no 200 response in the window ({w})")
+                h = {"calls_per_s": ok / (w["duration_us"] / 1e6), "p50_ms": w["p50_us"] / 1000,
+                     "p99_ms": w["p99_us"] / 1000, "non200": w["non200"], "socket_errors": w["errors"]}
+                ld = self.load(s, inputs, HTTP_CLIENTS, "http_grpc", duration, m["http_warmup"])
+                g = {"calls_per_s": ld["throughput_rps"], "p50_ms": ld["latency_ms"]["p50"],
+                     "p99_ms": ld["latency_ms"]["p99"]}
+                runs["http"].append(h)
+                runs["grpc"].append(g)
+                log(f"http round {r}: HTTP {h['calls_per_s']:.1f} calls/s (p50 {h['p50_ms']:.2f} ms, p99 "
+                    f"{h['p99_ms']:.2f} ms, non-200 {h['non200']}) | gRPC {g['calls_per_s']:.1f} calls/s (p50 "
+                    f"{g['p50_ms']:.2f} ms, p99 {g['p99_ms']:.2f} ms)")
+        finally:
+            self.stop_server(s)
+        med = {door: {k: statistics.median(x[k] for x in v) for k in ("calls_per_s", "p50_ms", "p99_ms")}
+               for door, v in runs.items()}
+        return {"model": what, "clients": HTTP_CLIENTS, "duration_s": duration, "repeats": m["http_repeats"],
+                "runs": runs, "median": med, "ratio": med["http"]["calls_per_s"] / med["grpc"]["calls_per_s"]}
 
     # ------------------------------------------------------------------ row 9
     def rss_model(self):
@@ -1086,6 +1161,17 @@ class Harness:
                 "docs/operations.md)",
             lambda: f"{D['model']}; texts of 16-64 tokens; {D['duration_s']} s load per cell, one server per delay",
             delay_measured, "measured (informational)", lambda: True, "delay", lambda: 0.0)
+        H = self.results.get("http")
+        row(16, f"HTTP/JSON vs gRPC: calls/s and p99 at {HTTP_CLIENTS} clients, same server and model (issue 17)",
+            lambda: (f"{H['model']}; one text per call; HTTP: wrk -c{H['clients']} -t2 POST /v1/classify, gRPC: "
+                     f"dserve-client load --concurrency {H['clients']} --channels 4; {H['repeats']} x "
+                     f"{H['duration_s']} s windows, alternating; load generators on the same machine"),
+            lambda: (f"HTTP/gRPC {H['ratio']:.2f}x: HTTP {H['median']['http']['calls_per_s']:.1f} calls/s, p99 "
+                     f"{H['median']['http']['p99_ms']:.2f} ms; gRPC {H['median']['grpc']['calls_per_s']:.1f} calls/s, "
+                     f"p99 {H['median']['grpc']['p99_ms']:.2f} ms (per repeat: "
+                     + ", ".join(f"{h['calls_per_s'] / g['calls_per_s']:.2f}" for h, g in
+                                 zip(H["runs"]["http"], H["runs"]["grpc"])) + ")"),
+            f">= {HTTP_TARGET}x", lambda: H["ratio"] >= HTTP_TARGET, "http", lambda: float(H["ratio"]))
         return rows
 
     def forward_table(self):
