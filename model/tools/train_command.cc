@@ -133,6 +133,9 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainCommandOptions* options) {
       ->capture_default_str();
   cmd->add_option("--warmup-ratio", t.warmup_ratio, "fraction of steps with linear warmup, then the --lr-schedule decay")
       ->capture_default_str();
+  cmd->add_option("--layer-lr-decay", t.layer_lr_decay,
+                  "layer-wise lr decay in (0, 1]: head lr, layer i of L lr x X^(L-i), embeddings lr x X^(L+1); 1 = off")
+      ->capture_default_str();
   cmd->add_option("--lr-schedule", t.lr_schedule,
                   "after warmup: linear (decay to 0) or cosine (half a cosine to 0), as HF's schedules")
       ->capture_default_str();
@@ -145,6 +148,9 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainCommandOptions* options) {
       ->capture_default_str();
   cmd->add_option("--eval-every", t.eval_every, "evaluate every N steps (0 = every epoch)")->capture_default_str();
   cmd->add_option("--eval-batch-size", t.eval_batch_size)->capture_default_str();
+  cmd->add_option("--select-metric", t.select_metric,
+                  "eval metric that picks OUT/best: classify accuracy|macro_f1, answer crossfit_f1|crossfit_exact|f1|"
+                  "exact, rerank mrr@10|ndcg@10|map, mlm loss|perplexity|accuracy (default: the first)");
   cmd->add_option("--early-stopping", t.early_stopping, "stop after N evaluations without improvement (0 = off)")
       ->capture_default_str();
   cmd->add_flag("--resume", t.resume, "continue from OUT/trainer_state");

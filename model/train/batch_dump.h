@@ -8,11 +8,13 @@
 //   run.json              the run: "task", "config" (the model's config.json,
 //                         as trained), "optimizer" {lr, weight_decay, betas,
 //                         eps, max_grad_norm, warmup_steps, total_steps,
-//                         schedule "linear"}, "grad_accum", "batch_size",
+//                         warmup_ratio, lr_schedule "linear"|"cosine",
+//                         layer_lr_decay}, "grad_accum", "batch_size",
 //                         "listwise", "emd", "params" (trained tensor names in
 //                         optimizer order), "no_decay" (names without weight
-//                         decay), "world_size", "format" (this layout's
-//                         version, 1)
+//                         decay), "lr_multipliers" {name: --layer-lr-decay
+//                         factor of its lr}, "world_size", "format" (this
+//                         layout's version, 1)
 //   initial.safetensors   every trained tensor (F32, HF names) before step 1
 //   step_NNNNNN.safetensors  one per optimizer step (1-based, 6 digits);
 //                         with world_size > 1 one per step and rank,

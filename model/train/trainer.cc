@@ -12,7 +12,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <random>
 #include <set>
@@ -129,6 +131,18 @@ struct MlmMicro {
   int64_t tokens = 0;
 };
 
+// --select-metric's names per task (the eval metrics' keys), the default
+// first.
+std::vector<std::string> SelectableMetrics(Task task) {
+  switch (task) {
+    case Task::kClassify: return {"accuracy", "macro_f1"};
+    case Task::kAnswer: return {"crossfit_f1", "crossfit_exact", "f1", "exact"};
+    case Task::kRerank: return {"mrr@10", "ndcg@10", "map"};
+    case Task::kMlm: return {"loss", "perplexity", "accuracy"};
+    default: return {};
+  }
+}
+
 class Trainer {
  public:
   explicit Trainer(const TrainOptions& o) : o_(o), log_(Logger("train")) {}
@@ -206,6 +220,7 @@ class Trainer {
   std::vector<std::pair<std::string, torch::Tensor>> params_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   std::vector<std::string> no_decay_names_;  // parameters without weight decay
+  std::vector<double> group_lr_multipliers_;  // per optimizer group: --layer-lr-decay's factor
   std::unique_ptr<BatchDump> dump_;          // --dump-batches
 
   // progress counters (saved in trainer_state/state.json)
@@ -269,6 +284,17 @@ absl::Status Trainer::Setup() {
   if (o_.lr_schedule != "linear" && o_.lr_schedule != "cosine") {
     return absl::InvalidArgumentError(
         absl::StrCat("--lr-schedule must be linear or cosine (got '", o_.lr_schedule, "')"));
+  }
+  if (!o_.select_metric.empty()) {
+    const std::vector<std::string> valid = SelectableMetrics(task_);
+    if (std::find(valid.begin(), valid.end(), o_.select_metric) == valid.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("--select-metric ", o_.select_metric, " is not a --task ",
+                                                     o_.task, " metric; choose one of ", absl::StrJoin(valid, ", ")));
+    }
+  }
+  if (!(o_.layer_lr_decay > 0 && o_.layer_lr_decay <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--layer-lr-decay must be in (0, 1] (1 = off), got ", o_.layer_lr_decay));
   }
   if (o_.listwise && task_ != Task::kRerank) return absl::InvalidArgumentError("--listwise is for --task rerank");
   if (!o_.objective.empty() && o_.objective != "sop" && o_.objective != "mlm") {
@@ -346,6 +372,7 @@ absl::Status Trainer::Setup() {
                   {"warmup_ratio", o_.warmup_ratio},
                   {"warmup_steps", warmup_steps_},
                   {"lr_schedule", o_.lr_schedule},
+                  {"layer_lr_decay", o_.layer_lr_decay},
                   {"total_steps", total_steps_}}},
                 {"batch_size", o_.batch_size},
                 {"grad_accum", o_.grad_accum},
@@ -357,6 +384,11 @@ absl::Status Trainer::Setup() {
     json names = json::array();
     for (const auto& [name, p] : params_) names.push_back(name);
     run["params"] = names;
+    // Each tensor's --layer-lr-decay multiplier (the oracle recomputes them
+    // from the names and checks that they agree).
+    json multipliers = json::object();
+    for (const auto& [name, p] : params_) multipliers[name] = LayerLrMultiplier(name, config_.num_hidden_layers, o_.layer_lr_decay);
+    run["lr_multipliers"] = multipliers;
     ASSIGN_OR_RETURN(dump_, BatchDump::Create(o_.dump_batches_dir, run, params_, comm_->rank(), comm_->world_size()));
     if (IsMain()) log_->info("--dump-batches: writing every step's batches to {}", o_.dump_batches_dir);
   }
@@ -624,25 +656,34 @@ absl::Status Trainer::CheckRanksResumeTogether() {
 }
 
 absl::Status Trainer::SetupOptimizer() {
+  if (o_.layer_lr_decay < 1 && (config_.dserve.share_layers || config_.albert.has_value())) {
+    return absl::InvalidArgumentError(
+        "--layer-lr-decay: this model shares its encoder layers (ALBERT or dserve.share_layers), so a layer has no "
+        "depth of its own; train it without --layer-lr-decay");
+  }
   return TorchCall("creating the optimizer", [&] {
-    std::vector<torch::Tensor> decay, no_decay;
+    // AdamW groups: (weight decay or not) x (--layer-lr-decay multiplier),
+    // decayed before not decayed, then by multiplier from the head (1) down;
+    // with --layer-lr-decay 1 exactly HF Trainer's two groups.
+    std::map<std::pair<bool, double>, std::vector<torch::Tensor>, std::greater<>> by_group;
     for (auto& [name, p] : params_) {
       // HF's Trainer: no decay on biases and LayerNorm weights (ALBERT's
       // are also named "...layer_norm").
       const bool exclude = absl::EndsWith(name, ".bias") || name.find("LayerNorm") != std::string::npos ||
                            name.find("layer_norm") != std::string::npos;
-      (exclude ? no_decay : decay).push_back(p);
       if (exclude) no_decay_names_.push_back(name);
+      by_group[{!exclude, LayerLrMultiplier(name, config_.num_hidden_layers, o_.layer_lr_decay)}].push_back(p);
     }
-    auto opts = [&](double wd) {
-      return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(o_.lr)
-                                                              .betas({0.9, 0.999})
-                                                              .eps(o_.adam_eps)
-                                                              .weight_decay(wd));
-    };
     std::vector<torch::optim::OptimizerParamGroup> groups;
-    groups.emplace_back(decay, opts(o_.weight_decay));
-    groups.emplace_back(no_decay, opts(0.0));
+    group_lr_multipliers_.clear();
+    for (auto& [key, tensors] : by_group) {
+      auto opts = std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(o_.lr * key.second)
+                                                                   .betas({0.9, 0.999})
+                                                                   .eps(o_.adam_eps)
+                                                                   .weight_decay(key.first ? o_.weight_decay : 0.0));
+      groups.emplace_back(tensors, std::move(opts));
+      group_lr_multipliers_.push_back(key.second);
+    }
     optimizer_ = std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(o_.lr));
   });
 }
@@ -672,6 +713,8 @@ json Trainer::TrainingSettings() const {
             {"weight_decay", o_.weight_decay},
             {"warmup_ratio", o_.warmup_ratio},
             {"lr_schedule", o_.lr_schedule},
+            {"layer_lr_decay", o_.layer_lr_decay},
+            {"select_metric", o_.select_metric.empty() ? SelectableMetrics(task_).front() : o_.select_metric},
             {"max_grad_norm", o_.max_grad_norm},
             {"max_length", max_length_},
             {"seed", o_.seed},
@@ -909,6 +952,16 @@ absl::StatusOr<EvalResult> Trainer::Score(const TrainableModel& model, const Mod
   }
   if (!result.ok()) return absl::Status(result.status().code(), absl::StrCat(path, ": ", result.status().message()));
   AddCostMetrics(&*result);
+  if (!o_.select_metric.empty()) {
+    // --select-metric: the score that picks OUT/best, higher is better.
+    const auto it = result->metrics.find(o_.select_metric);
+    if (it == result->metrics.end() || !it->is_number()) {
+      return absl::InternalError(absl::StrCat(path, ": the evaluation has no metric ", o_.select_metric));
+    }
+    const bool lower_is_better = o_.select_metric == "loss" || o_.select_metric == "perplexity";
+    result->main_metric = lower_is_better ? -it->get<double>() : it->get<double>();
+    result->main_metric_name = lower_is_better ? "-" + o_.select_metric : o_.select_metric;
+  }
   return result;
 }
 
@@ -1196,8 +1249,9 @@ absl::Status Trainer::Loop() {
         for (auto& [n, p] : params_) ps.push_back(p);
         torch::nn::utils::clip_grad_norm_(ps, o_.max_grad_norm);
       }
-      for (auto& group : optimizer_->param_groups()) {
-        static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+      auto& param_groups = optimizer_->param_groups();
+      for (size_t g = 0; g < param_groups.size(); ++g) {
+        static_cast<torch::optim::AdamWOptions&>(param_groups[g].options()).lr(lr * group_lr_multipliers_[g]);
       }
       optimizer_->step();
     }));
@@ -1276,6 +1330,25 @@ absl::Status Trainer::Loop() {
 }
 
 }  // namespace
+
+double LayerLrMultiplier(const std::string& name, int64_t num_layers, double decay) {
+  if (decay == 1.0) return 1.0;
+  // The backbone's tensors are "<model>.<...>" (deberta., albert.); the
+  // heads' are not (pooler., classifier., qa_outputs., lm_predictions., ...).
+  const size_t dot = name.find('.');
+  const std::string model = dot == std::string::npos ? "" : name.substr(0, dot);
+  if (model != "deberta" && model != "albert") return 1.0;
+  const std::string layer_prefix = model + ".encoder.layer.";
+  int64_t layer = -1;
+  if (absl::StartsWith(name, layer_prefix)) {
+    const std::string rest = name.substr(layer_prefix.size());
+    if (!absl::SimpleAtoi(rest.substr(0, rest.find('.')), &layer)) layer = -1;
+  }
+  // The rest of the backbone (embeddings, the encoder's rel_embeddings,
+  // LayerNorm and conv) goes with the embeddings: one step below layer 0.
+  const int64_t depth = layer >= 0 ? num_layers - layer : num_layers + 1;
+  return std::pow(decay, static_cast<double>(depth));
+}
 
 absl::Status Train(const TrainOptions& options) {
   Trainer trainer(options);

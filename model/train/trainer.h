@@ -61,6 +61,13 @@ struct TrainOptions {
   // After warmup: "linear" decay to 0 (HF get_linear_schedule_with_warmup)
   // or "cosine" (HF get_cosine_schedule_with_warmup, half a cosine to 0).
   std::string lr_schedule = "linear";
+  // Layer-wise learning-rate decay (DeBERTa/ELECTRA fine-tuning), in (0, 1];
+  // 1 = off. The head (pooler, classifier, qa_outputs, MLM/SOP heads) gets
+  // lr; encoder layer i of L gets lr x decay^(L - i); everything else of the
+  // backbone (embeddings, the encoder's rel_embeddings, LayerNorm and conv)
+  // gets lr x decay^(L + 1). Not for models that share their layers (ALBERT,
+  // dserve.share_layers): one tensor would stand for every depth.
+  double layer_lr_decay = 1.0;
   double max_grad_norm = 1.0; // 0 = no clipping
   double adam_eps = 1e-6;
   int max_length = 0;         // 0 = min(512, max_position_embeddings)
@@ -70,6 +77,13 @@ struct TrainOptions {
   int eval_every = 0;         // 0 = every epoch
   int eval_batch_size = 32;
   int early_stopping = 0;     // evaluations without improvement; 0 = off
+  // --select-metric: the eval metric that picks OUT/best (and early
+  // stopping). "" = the task's default: classify accuracy, answer
+  // crossfit_f1, rerank mrr@10, mlm loss. Others: classify macro_f1; answer
+  // f1, exact, crossfit_exact (f1/exact use a threshold tuned on the same
+  // eval set: optimistic); rerank ndcg@10, map; mlm perplexity, accuracy.
+  // loss and perplexity are minimised, the rest maximised.
+  std::string select_metric;
   bool resume = false;
   bool listwise = false;      // rerank: softmax CE over a query's candidates
   // mlm (model/train/mlm.h): --objective sop adds ALBERT's sentence-order
@@ -94,6 +108,11 @@ struct TrainOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
 };
+
+// The learning-rate multiplier of the trained tensor `name` (HF names) under
+// --layer-lr-decay `decay` for an encoder of `num_layers` layers (the rule
+// above; 1 for every tensor when decay is 1).
+double LayerLrMultiplier(const std::string& name, int64_t num_layers, double decay);
 
 // Runs the whole training. Errors name the file / option at fault.
 absl::Status Train(const TrainOptions& options);

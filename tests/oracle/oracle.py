@@ -51,6 +51,7 @@ import glob
 import json
 import math
 import os
+import re
 import sys
 
 import torch
@@ -266,6 +267,23 @@ def cosine_schedule(warmup, total):
     return f
 
 
+def layer_lr_multipliers(names, num_layers, decay):
+    """Layer-wise lr decay as in the DeBERTa/ELECTRA fine-tuning recipes: a head
+    tensor (not under deberta.) keeps lr, deberta.encoder.layer.i gets
+    decay ** (L - i), the rest of deberta. (embeddings, rel_embeddings, the
+    encoder's LayerNorm/conv) decay ** (L + 1)."""
+    out = {}
+    for n in names:
+        m = re.match(r"deberta\.encoder\.layer\.(\d+)\.", n)
+        if m:
+            out[n] = decay ** (num_layers - int(m.group(1)))
+        elif n.startswith("deberta."):
+            out[n] = decay ** (num_layers + 1)
+        else:
+            out[n] = 1.0
+    return out
+
+
 def linear_schedule(warmup, total):
     """transformers.get_linear_schedule_with_warmup's multiplier."""
     def f(step):
@@ -355,9 +373,26 @@ def replay(dump_dir, tolerance=1e-4, steps=None, perturb=None, log=print):
         raise SystemExit("weight-decay groups differ: no decay only in dserve %s, only in the oracle %s" % (
             sorted(set(run["no_decay"]) - no_decay), sorted(no_decay - set(run["no_decay"]))))
     order = run["params"]
-    groups = [{"params": [params[n] for n in order if n not in no_decay], "weight_decay": opt_cfg["weight_decay"]},
-              {"params": [params[n] for n in order if n in no_decay], "weight_decay": 0.0}]
     lr = opt_cfg["lr"] * (1.1 if perturb == "lr" else 1.0)
+    # --layer-lr-decay: each tensor's lr multiplier, recomputed from the names.
+    decay = float(opt_cfg.get("layer_lr_decay", 1.0))
+    mult = layer_lr_multipliers(order, int(run["config"]["num_hidden_layers"]), decay)
+    if "lr_multipliers" in run:
+        theirs = run["lr_multipliers"]
+        wrong = sorted(n for n in order if abs(theirs.get(n, float("nan")) - mult[n]) > 1e-12 * max(1.0, mult[n])
+                       or not math.isfinite(theirs.get(n, float("nan"))))
+        if wrong or set(theirs) != set(order):
+            raise SystemExit("lr multipliers differ: %s" % ", ".join(
+                "%s dserve %s oracle %s" % (n, theirs.get(n), mult.get(n)) for n in wrong[:8]))
+    if perturb == "llrd_off":
+        mult = {n: 1.0 for n in order}
+    groups = []
+    for wd in (True, False):
+        for f in sorted(set(mult.values()), reverse=True):
+            ps = [params[n] for n in order if (n not in no_decay) == wd and mult[n] == f]
+            if ps:
+                groups.append({"params": ps, "weight_decay": opt_cfg["weight_decay"] if wd else 0.0,
+                               "lr": lr * f, "mult": f})
     optimizer = torch.optim.AdamW(groups, lr=lr, betas=tuple(opt_cfg["betas"]), eps=opt_cfg["eps"])
     total = int(opt_cfg["total_steps"])
     warmup = math.ceil(total * float(opt_cfg["warmup_ratio"]))  # TrainingArguments.get_warmup_steps
@@ -419,7 +454,7 @@ def replay(dump_dir, tolerance=1e-4, steps=None, perturb=None, log=print):
         norm = torch.norm(torch.stack([p.grad.detach().norm(2) for p in all_params]), 2).item()
         if clip > 0:
             torch.nn.utils.clip_grad_norm_(all_params, clip)
-        step_lr = optimizer.param_groups[0]["lr"]
+        step_lr = optimizer.param_groups[0]["lr"] / optimizer.param_groups[0]["mult"]
         optimizer.step()
         scheduler.step()
         diff = abs(loss - info["loss"])
@@ -438,7 +473,8 @@ def main(argv=None):
     ap.add_argument("dump_dir")
     ap.add_argument("--tolerance", type=float, default=1e-4)
     ap.add_argument("--steps", type=int)
-    ap.add_argument("--perturb", choices=["lr", "decay_all", "no_emd", "micro_mean", "no_clip", "schedule"])
+    ap.add_argument("--perturb", choices=["lr", "decay_all", "no_emd", "micro_mean", "no_clip", "schedule",
+                                                "llrd_off"])
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="print the result as one JSON object at the end")
     a = ap.parse_args(argv)

@@ -4,13 +4,14 @@
 the dump with tests/oracle/oracle.py (an independent PyTorch loop) and
 checks that every step's loss agrees within 1e-4. Then replays again with
 deliberate perturbations (PERTURBATIONS: another learning rate, other
-weight-decay groups, no clipping, per-micro-batch means, no EMD) and checks
-that each is caught, so the comparison is known to be sharp.
+weight-decay groups, no clipping, per-micro-batch means, no EMD, the other
+lr schedule, no layer-wise lr decay) and checks that each is caught, so the
+comparison is known to be sharp.
 
 usage: oracle_test.py TASK DSERVE_BINARY SHARED_DIR SCRATCH_DIR
 TASK: classify | answer | rerank | rerank_listwise | mlm (the issue's four objectives), classify_multilabel |
-      mlm_sop | classify_shared | classify_ddp | mlm_ddp (more DeBERTa), albert_classify | albert_answer |
-      albert_rerank (the ALBERT family, fine-tuned from --init)
+      mlm_sop | classify_shared | classify_cosine | classify_llrd | classify_ddp | mlm_ddp (more DeBERTa),
+      albert_classify | albert_answer | albert_rerank (the ALBERT family, fine-tuned from --init)
 """
 
 import json
@@ -139,6 +140,9 @@ TASKS = {
     # --lr-schedule cosine (HF get_cosine_schedule_with_warmup)
     "classify_cosine": ("cls_factorized", write_classify, "train.jsonl",
                         ["--max-length", "24", "--lr-schedule", "cosine"]),
+    # --layer-lr-decay 0.8 (2 layers: head x1, layer 1 x0.8, layer 0 x0.64, embeddings x0.512)
+    "classify_llrd": ("cls_factorized", write_classify, "train.jsonl",
+                      ["--max-length", "24", "--layer-lr-decay", "0.8"]),
     # the second family: fine-tuning shared/goldens/albert checkpoints (--init)
     # (lr 2e-3: at 5e-3 albert_answer's fp32 rounding noise grew to 3.6e-5 by step 14, too close to 1e-4)
     "albert_classify": ("albert_classify", write_classify, "train.jsonl", ["--max-length", "24", "--lr", "2e-3"]),
@@ -170,6 +174,7 @@ PERTURBATIONS = {
     "classify_ddp": ["lr", "micro_mean"],
     "classify_shared": ["lr"],
     "classify_cosine": ["lr", "schedule"],
+    "classify_llrd": ["lr", "llrd_off"],
     "albert_classify": ["lr", "decay_all"],
     "albert_answer": ["lr"],
     "albert_rerank": ["lr"],

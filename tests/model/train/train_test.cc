@@ -538,6 +538,56 @@ TEST(TrainShareLayers, CheckpointIsExpandedForHuggingFace) {
   for (size_t i = 0; i < a->logits.size(); ++i) EXPECT_NEAR(a->logits[i], b->logits[i], 1e-6) << i;
 }
 
+// Issue 18 recipes: --select-metric picks OUT/best by the named eval metric
+// (the first evaluation reaching its maximum), and the recipe flags refuse
+// bad values by name.
+TEST(TrainRecipes, SelectMetricPicksBestByThatMetric) {
+  Workdir r = Prepare("select", SmallConfig("cls_factorized", 48, 6, 0.1), ToyIntents(0), ToyIntents(1), "jsonl");
+  const std::string out = r.dir + "/out";
+  ASSERT_EQ(RunDserve(TrainArgs(r, "classify", out,
+                                {"--eval", r.dev, "--epochs", "3", "--batch-size", "16", "--lr", "1e-3",
+                                 "--eval-every", "2", "--seed", "2", "--max-length", "32", "--select-metric",
+                                 "macro_f1", "--layer-lr-decay", "0.9"}),
+                      out + ".log"),
+            0)
+      << ReadAll(out + ".log");
+  double best_f1 = -1;
+  int64_t best_step = -1;
+  int evals = 0;
+  for (auto& row : ReadCsv(out + "/metrics.csv")) {
+    if (row.at("eval_macro_f1").empty()) continue;
+    ++evals;
+    const double f1 = std::stod(row.at("eval_macro_f1"));
+    if (f1 > best_f1 + 1e-9) {
+      best_f1 = f1;
+      best_step = std::stoll(row.at("step"));
+    }
+  }
+  ASSERT_GE(evals, 3);
+  json config = ReadJson(out + "/best/config.json");
+  EXPECT_EQ(config["dserve"]["training"]["step"].get<int64_t>(), best_step);
+  EXPECT_NEAR(config["dserve"]["eval_metrics"]["macro_f1"].get<double>(), best_f1, 1e-5);
+  EXPECT_EQ(config["dserve"]["training"]["select_metric"], "macro_f1");
+  EXPECT_DOUBLE_EQ(config["dserve"]["training"]["layer_lr_decay"].get<double>(), 0.9);
+  EXPECT_TRUE(absl::StrContains(ReadAll(out + ".log"), "macro_f1")) << ReadAll(out + ".log");
+
+  // Bad values: exit 2, naming the flag (and the valid metric names).
+  EXPECT_EQ(RunDserve(TrainArgs(r, "classify", r.dir + "/o2", {"--select-metric", "mrr@10"}), r.dir + "/2.log"), 2);
+  EXPECT_TRUE(absl::StrContains(ReadAll(r.dir + "/2.log"), "accuracy, macro_f1")) << ReadAll(r.dir + "/2.log");
+  for (const char* bad : {"0", "1.5"}) {
+    EXPECT_EQ(RunDserve(TrainArgs(r, "classify", r.dir + "/o3", {"--layer-lr-decay", bad}), r.dir + "/3.log"), 2);
+    EXPECT_TRUE(absl::StrContains(ReadAll(r.dir + "/3.log"), "--layer-lr-decay")) << ReadAll(r.dir + "/3.log");
+  }
+  // A model whose layers share weights has no per-layer depth.
+  json shared = SmallConfig("cls_factorized", 48, 6, 0.1);
+  shared["dserve"] = {{"share_layers", true}};
+  WriteText(r.dir + "/shared.json", shared.dump());
+  std::vector<std::string> args = TrainArgs(r, "classify", r.dir + "/o4", {"--layer-lr-decay", "0.8"});
+  *std::find(args.begin(), args.end(), r.config) = r.dir + "/shared.json";
+  EXPECT_EQ(RunDserve(args, r.dir + "/4.log"), 2);
+  EXPECT_TRUE(absl::StrContains(ReadAll(r.dir + "/4.log"), "shares its encoder layers")) << ReadAll(r.dir + "/4.log");
+}
+
 TEST(TrainCli, OptionErrorsExitTwo) {
   const std::string dir = ScratchDir("cli");
   WriteText(dir + "/t.jsonl", ToyIntents(1));
