@@ -261,6 +261,12 @@ void Metrics::OnUnroutedRequest(const std::string& method, const std::string& co
   requests_->Add({{"model", ""}, {"task", method}, {"code", code}, {"protocol", ProtocolName(protocol)}}).Increment();
 }
 
+void Metrics::OnModelRequest(const std::string& model, const std::string& method, const std::string& code,
+                             Protocol protocol) {
+  requests_->Add({{"model", model}, {"task", method}, {"code", code}, {"protocol", ProtocolName(protocol)}})
+      .Increment();
+}
+
 void Metrics::SetPreprocessing(int requests) { preprocessing_->Set(static_cast<double>(requests)); }
 
 void Metrics::OnWarmUp(const std::string& model, double seconds) {

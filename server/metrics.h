@@ -104,6 +104,10 @@ class Metrics {
   void OnReload(const std::string& model, bool ok);
   // Requests rejected before reaching a model (unknown model, auth, draining).
   void OnUnroutedRequest(const std::string& method, const std::string& code, Protocol protocol);
+  // A call that read `model` without queueing work on it (HTTP /tokenize):
+  // dserve_requests_total{model, task=method, code, protocol}.
+  void OnModelRequest(const std::string& model, const std::string& method, const std::string& code,
+                      Protocol protocol);
   // dserve_preprocessing_requests: requests being parsed and tokenized now
   // (at most --max-concurrent-preprocess).
   void SetPreprocessing(int requests);

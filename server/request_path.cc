@@ -164,7 +164,6 @@ class ModelCall : public CallHandle, public std::enable_shared_from_this<ModelCa
     remaining_.store(n);
     std::vector<ItemTask> tasks;
     tasks.reserve(n);
-    std::weak_ptr<ModelCall> weak = weak_from_this();
     for (size_t i = 0; i < n; ++i) {
       ItemTask task;
       task.num_tokens = static_cast<int64_t>(inputs[i].ids.size());
@@ -573,8 +572,8 @@ std::shared_ptr<CallHandle> RequestPath::Run(const CallInfo& info, std::unique_p
 // it now), tokenization (the pre-processing slot is released after it),
 // enqueue.
 template <typename Call, typename Request>
-absl::Status RequestPath::PrepareAndSubmit(Call* call, const Request& r, const ServedModel& m, const CallInfo& info,
-                                PreprocessGate::Ticket* ticket) {
+absl::Status RequestPath::PrepareAndSubmit(Call* call, const Request& r, const ServedModel& m,
+                                           const CallInfo& info, PreprocessGate::Ticket* ticket) {
   absl::Status status = Call::CheckLimits(r, options_);
   const int64_t known_items = Call::KnownItems(r);
   const int64_t queue_items = m.settings.max_queue_items;
@@ -596,7 +595,6 @@ absl::Status RequestPath::PrepareAndSubmit(Call* call, const Request& r, const S
   return call->Submit(std::move(prepared->inputs), ItemDeadline(info, m), info.priority.value_or(m.settings.priority));
 }
 
-
 std::shared_ptr<CallHandle> RequestPath::Classify(const CallInfo& call, std::unique_ptr<v1::ClassifyRequest> request,
                                                   PreprocessGate::Ticket ticket,
                                                   Completion<v1::ClassifyResponse> done) {
@@ -611,6 +609,51 @@ std::shared_ptr<CallHandle> RequestPath::Answer(const CallInfo& call, std::uniqu
 std::shared_ptr<CallHandle> RequestPath::Rerank(const CallInfo& call, std::unique_ptr<v1::RerankRequest> request,
                                                 PreprocessGate::Ticket ticket, Completion<v1::RerankResponse> done) {
   return Run<RerankCall>(call, std::move(request), std::move(ticket), std::move(done));
+}
+
+absl::StatusOr<std::vector<Encoding>> RequestPath::Tokenize(const CallInfo& call, const std::string& model,
+                                                            const std::vector<std::string>& texts,
+                                                            PreprocessGate::Ticket ticket) {
+  auto found = FindModel(model);
+  if (!found.ok()) {
+    Refuse(call, "tokenize", found.status());
+    return found.status();
+  }
+  const ServedModel& m = **found;
+  auto finish = [&](absl::Status status) {
+    metrics_->OnModelRequest(m.name, "tokenize", StatusCodeName(status), call.protocol);
+    LogIfInternal(call, m.name, status);
+    return status;
+  };
+  if (static_cast<int64_t>(texts.size()) > options_.max_texts_per_request) {
+    return finish(absl::InvalidArgumentError(absl::StrCat("inputs: ", texts.size(),
+                                                          " texts, more than --max-texts-per-request (",
+                                                          options_.max_texts_per_request, ")")));
+  }
+  for (size_t i = 0; i < texts.size(); ++i) {
+    if (static_cast<int64_t>(texts[i].size()) > options_.max_text_bytes) {
+      return finish(absl::InvalidArgumentError(absl::StrCat("inputs[", i, "]: ", texts[i].size(),
+                                                            " bytes, more than --max-text-bytes (",
+                                                            options_.max_text_bytes, ")")));
+    }
+  }
+  EncodeOptions encode;
+  encode.max_length = 0;  // no limit: tokenize shows the whole text
+  encode.return_pieces = true;
+  std::vector<Encoding> out;
+  out.reserve(texts.size());
+  const absl::Time start = absl::Now();
+  for (size_t i = 0; i < texts.size(); ++i) {
+    auto encoding = m.tokenizer->Encode(texts[i], encode);
+    if (!encoding.ok()) {
+      return finish(absl::InvalidArgumentError(absl::StrCat("inputs[", i, "]: ", encoding.status().message())));
+    }
+    out.push_back(*std::move(encoding));
+  }
+  m.metrics->OnTokenization(absl::Now() - start);
+  ticket.Release();
+  finish(absl::OkStatus());
+  return out;
 }
 
 absl::StatusOr<v1::ListModelsResponse> RequestPath::ListModels(const CallInfo& call) {

@@ -33,6 +33,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -40,6 +41,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "dserve/v1/inference.pb.h"
+#include "model/tokenizer/tokenizer.h"
 #include "server/auth.h"
 #include "server/options.h"
 #include "server/preprocess_gate.h"
@@ -120,6 +122,18 @@ class RequestPath {
                                      PreprocessGate::Ticket ticket, Completion<v1::AnswerResponse> done);
   std::shared_ptr<CallHandle> Rerank(const CallInfo& call, std::unique_ptr<v1::RerankRequest> request,
                                      PreprocessGate::Ticket ticket, Completion<v1::RerankResponse> done);
+
+  // Tokenizes `texts` with model `model`'s tokenizer, whole (no truncation,
+  // pieces returned), for HTTP /tokenize: after Admit (auth, draining, the
+  // pre-processing slot, released here once the texts are tokenized), the
+  // model (NOT_FOUND), the request limits (--max-texts-per-request,
+  // --max-text-bytes: INVALID_ARGUMENT naming inputs[i]) and the tokenizer's
+  // own errors (INVALID_ARGUMENT). Synchronous: no queue, no model forward.
+  // Counted in dserve_requests_total{task="tokenize"} (under the model once
+  // it is found, else model=""), every outcome; the tokenizing time in
+  // dserve_tokenization_duration_seconds{model}.
+  absl::StatusOr<std::vector<Encoding>> Tokenize(const CallInfo& call, const std::string& model,
+                                                 const std::vector<std::string>& texts, PreprocessGate::Ticket ticket);
 
   // The models as served now (CheckCaller first; counted).
   absl::StatusOr<v1::ListModelsResponse> ListModels(const CallInfo& call);

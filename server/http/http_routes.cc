@@ -84,6 +84,7 @@ class Routes {
       res->content_type = "text/html; charset=utf-8";
       res->body = std::string(TryItPageHtml());
     });
+    server->SetFallback(bind(&Routes::UnknownRoute));
   }
 
  private:
@@ -245,6 +246,20 @@ class Routes {
     res->body = ProtoJson(*models);
   }
 
+  // No route matched: the server already wrote 404 (405: the path exists
+  // for another method); counted as NOT_FOUND (UNIMPLEMENTED) under
+  // dserve_requests_total{model="",task="unknown_route"}.
+  void UnknownRoute(const HttpRequest& req, HttpResponse* res) {
+    CallInfo call;
+    call.protocol = Protocol::kHttp;
+    call.request_id = RequestIdFor(req.header(kRequestIdHeader));
+    call.authorization = req.header("authorization");
+    res->headers.emplace_back(kRequestIdHeader, call.request_id);
+    path_->Refuse(call, "unknown_route",
+                  res->status == 405 ? absl::UnimplementedError(absl::StrCat(req.method(), " on ", req.path()))
+                                     : absl::NotFoundError(absl::StrCat("no route ", req.method(), " ", req.path())));
+  }
+
   void HealthRoute(const HttpRequest&, HttpResponse* res) {
     const bool serving = !path_->draining();
     res->status = serving ? 200 : 503;
@@ -290,8 +305,9 @@ class Routes {
     res->body = info.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
 
-  // TEI's /tokenize with the chosen model's tokenizer (no truncation). Holds
-  // a pre-processing slot while it tokenizes, like a classify call.
+  // TEI's /tokenize with the chosen model's tokenizer (no truncation).
+  // Limits, the model and the metrics are RequestPath::Tokenize's; the
+  // pre-processing slot is held until the texts are tokenized.
   void TeiTokenizeRoute(const HttpRequest& req, HttpResponse* res) {
     CallInfo call;
     if (!ReadCall(req, "tokenize", &call, res).ok()) return;
@@ -299,47 +315,30 @@ class Routes {
     if (absl::Status s = path_->Admit(call, "tokenize", &ticket); !s.ok()) return SendStatus(s, res);
     auto parsed = ParseTeiTokenize(req.body());
     if (!parsed.ok()) return SendParseError(call, "tokenize", parsed.status(), res);
-    auto refuse = [&](const absl::Status& s) {
-      path_->Refuse(call, "tokenize", s);
-      SendStatus(s, res);
-    };
-    const ServeOptions& o = path_->options();
-    if (static_cast<int64_t>(parsed->inputs.size()) > o.max_texts_per_request) {
-      return refuse(absl::InvalidArgumentError(absl::StrCat("inputs: ", parsed->inputs.size(),
-                                                            " texts, more than --max-texts-per-request (",
-                                                            o.max_texts_per_request, ")")));
-    }
     auto name = Choose(req, "");
-    if (!name.ok()) return refuse(name.status());
-    auto model = path_->FindModel(*name);
-    if (!model.ok()) return refuse(model.status());
+    if (!name.ok()) {
+      path_->Refuse(call, "tokenize", name.status());
+      return SendStatus(name.status(), res);
+    }
+    auto encodings = path_->Tokenize(call, *name, parsed->inputs, std::move(ticket));
+    if (!encodings.ok()) return SendStatus(encodings.status(), res);
     std::vector<std::vector<TokenJson>> all;
-    for (size_t i = 0; i < parsed->inputs.size(); ++i) {
+    all.reserve(encodings->size());
+    for (size_t i = 0; i < encodings->size(); ++i) {
       const std::string& text = parsed->inputs[i];
-      if (static_cast<int64_t>(text.size()) > o.max_text_bytes) {
-        return refuse(absl::InvalidArgumentError(absl::StrCat("inputs[", i, "]: ", text.size(),
-                                                              " bytes, more than --max-text-bytes (",
-                                                              o.max_text_bytes, ")")));
-      }
-      EncodeOptions encode;
-      encode.max_length = 0;  // no limit: tokenize shows the whole text
-      encode.return_pieces = true;
-      auto encoding = (*model)->tokenizer->Encode(text, encode);
-      if (!encoding.ok()) {
-        return refuse(absl::InvalidArgumentError(absl::StrCat("inputs[", i, "]: ", encoding.status().message())));
-      }
+      const Encoding& encoding = (*encodings)[i];
       std::vector<TokenJson> tokens;
-      for (size_t t = 0; t < encoding->size(); ++t) {
-        const bool special = encoding->sequence_ids[t] < 0;
+      for (size_t t = 0; t < encoding.size(); ++t) {
+        const bool special = encoding.sequence_ids[t] < 0;
         if (special && !parsed->add_special_tokens) continue;
         TokenJson token;
-        token.id = encoding->ids[t];
+        token.id = encoding.ids[t];
         token.special = special;
         if (special) {
-          token.text = t < encoding->pieces.size() ? encoding->pieces[t] : "";
+          token.text = t < encoding.pieces.size() ? encoding.pieces[t] : "";
         } else {
-          token.start = encoding->offsets[t].begin;
-          token.stop = encoding->offsets[t].end;
+          token.start = encoding.offsets[t].begin;
+          token.stop = encoding.offsets[t].end;
           token.text = text.substr(token.start, token.stop - token.start);
         }
         tokens.push_back(std::move(token));

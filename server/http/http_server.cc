@@ -234,6 +234,7 @@ void HttpServer::SetFallback(HttpHandler handler) {
 void HttpServer::Dispatch(const httplib::Request& req, HttpResponse* out) {
   HttpHandler handler;
   bool other_method = false;
+  bool it_matched = false;
   {
     absl::ReaderMutexLock lock(&mu_);
     // HEAD is answered by GET (the library drops the body).
@@ -241,13 +242,14 @@ void HttpServer::Dispatch(const httplib::Request& req, HttpResponse* out) {
     auto it = routes_.find({method, req.path});
     if (it != routes_.end()) {
       handler = it->second;
+      it_matched = true;
     } else {
       for (const auto& [route, unused] : routes_) other_method |= route.second == req.path;
       handler = fallback_;
     }
   }
   HttpRequest request(&req);
-  if (handler) {
+  if (it_matched) {
     handler(request, out);
     return;
   }
@@ -255,6 +257,7 @@ void HttpServer::Dispatch(const httplib::Request& req, HttpResponse* out) {
   out->body = HttpErrorBody(other_method ? absl::StrCat(req.method, " is not allowed on ", req.path)
                                          : absl::StrCat("no route ", req.method, " ", req.path),
                             ErrorTypeOf(out->status));
+  if (handler) handler(request, out);
 }
 
 }  // namespace dserve

@@ -100,8 +100,10 @@ class HttpServer {
   // Routes `method` ("GET", "POST", ...) + exact `path` to `handler`,
   // replacing any earlier handler of that route.
   void Handle(const std::string& method, const std::string& path, HttpHandler handler);
-  // Requests no route matches. Default: 404 (405 when the path exists for
-  // another method) with a JSON error body.
+  // Requests no route matches: answered 404 (405 when the path exists for
+  // another method) with a JSON error body. `handler`, when set, then runs
+  // with that answer already in its HttpResponse (status, body) and may
+  // change it or add to it (the HTTP routes count the call).
   void SetFallback(HttpHandler handler);
 
   int port() const { return port_; }

@@ -189,8 +189,13 @@ class HttpRoutesTest(unittest.TestCase):
         head = requests.head(self.server.url("/health"), timeout=10)
         self.assertEqual((head.status_code, head.text), (200, ""))
 
+    def tokenize_count(self, **labels):
+        return e2e.metric_value(self.server.metrics(), "dserve_requests_total", task="tokenize", protocol="http",
+                                **labels)
+
     def test_tokenize_equals_sentencepiece(self):
         text = TEXTS[2]
+        ok0 = self.tokenize_count(model="classify", code="OK")
         got = self.call("POST", "/tokenize", {"inputs": text}, params={"model": "classify"}).json()
         self.assertEqual(len(got), 1)
         ids = [t["id"] for t in got[0]]
@@ -204,6 +209,15 @@ class HttpRoutesTest(unittest.TestCase):
                           params={"model": "classify"}).json()
         self.assertEqual([t["id"] for t in plain[0]], e2e.single_ids(text)[1:-1])
         self.assertEqual(len(plain), 2)
+        # Decided and counted by the request path (RequestPath::Tokenize), like the model calls.
+        self.assertEqual(self.tokenize_count(model="classify", code="OK") - ok0, 2)
+        bad0 = self.tokenize_count(model="classify", code="INVALID_ARGUMENT")
+        r = self.call("POST", "/tokenize", {"inputs": ["a"] * 300}, status=422, params={"model": "classify"})
+        self.assertIn("--max-texts-per-request (256)", r.json()["error"])
+        self.assertEqual(self.tokenize_count(model="classify", code="INVALID_ARGUMENT") - bad0, 1)
+        nf0 = self.tokenize_count(model="", code="NOT_FOUND")
+        self.call("POST", "/tokenize", {"inputs": "a"}, status=404, params={"model": "nope"})
+        self.assertEqual(self.tokenize_count(model="", code="NOT_FOUND") - nf0, 1)
 
     # ------------------------------------------------------------- errors --
 
@@ -237,11 +251,18 @@ class HttpRoutesTest(unittest.TestCase):
         r = self.call("POST", "/v1/classify", {"model": "classify", "texts": ["a"]}, status=400,
                       headers={"request-timeout": "soon"})
         self.assertIn("request-timeout", r.json()["error"])
-        # Unknown route and wrong method.
+        # Unknown route and wrong method, counted like every refused call.
+        unrouted = lambda code: e2e.metric_value(self.server.metrics(), "dserve_requests_total", model="",
+                                                 task="unknown_route", code=code, protocol="http")
+        nf0, na0 = unrouted("NOT_FOUND"), unrouted("UNIMPLEMENTED")
         r = requests.get(self.server.url("/nope"), timeout=10)
         self.assertEqual((r.status_code, r.json()["error_type"]), (404, "not_found"))
+        self.assertTrue(r.headers.get("x-request-id"))
+        r = requests.post(self.server.url("/v2/nope"), json={}, timeout=10)
+        self.assertEqual(r.status_code, 404)
         r = requests.get(self.server.url("/predict"), timeout=10)
         self.assertEqual(r.status_code, 405)
+        self.assertEqual((unrouted("NOT_FOUND") - nf0, unrouted("UNIMPLEMENTED") - na0), (2, 1))
         # x-request-id is echoed when the client sends one.
         r = self.call("POST", "/predict", {"inputs": "a"}, headers={"x-request-id": "my-id-17"})
         self.assertEqual(r.headers["x-request-id"], "my-id-17")

@@ -63,6 +63,32 @@ TEST(HttpServer, RoutesHeadAndErrors) {
   EXPECT_THAT(error["error"].get<std::string>(), HasSubstr("1024 bytes"));
 }
 
+// The fallback runs on unmatched requests with the 404 / 405 answer already
+// written (the HTTP routes count those calls); matched routes never reach it.
+TEST(HttpServer, FallbackSeesTheDefaultAnswer) {
+  auto server = StartOnLoopback();
+  server->Handle("GET", "/hello", [](const HttpRequest&, HttpResponse* res) { res->body = "{}"; });
+  std::vector<int> seen;
+  server->SetFallback([&seen](const HttpRequest&, HttpResponse* res) {
+    seen.push_back(res->status);
+    res->headers.emplace_back("x-fallback", "1");
+  });
+  httplib::Client client("127.0.0.1", server->port());
+  auto ok = client.Get("/hello");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  auto missing = client.Get("/nope");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_EQ(nlohmann::json::parse(missing->body)["error_type"], "not_found");
+  EXPECT_EQ(missing->get_header_value("x-fallback"), "1");
+  auto wrong_method = client.Post("/hello", "{}", "application/json");
+  ASSERT_TRUE(wrong_method);
+  EXPECT_EQ(wrong_method->status, 405);
+  server->Stop();
+  EXPECT_EQ(seen, (std::vector<int>{404, 405}));
+}
+
 TEST(HttpServer, KeepAliveAndConcurrentClients) {
   auto server = StartOnLoopback(/*threads=*/8);
   std::atomic<int> served{0};

@@ -229,6 +229,44 @@ TEST_F(RequestPathTest, RefusalsHaveTheirCodesAndAreCountedByProtocol) {
   EXPECT_EQ(Metric("dserve_requests_total", {{"protocol", "grpc"}}), 0);
 }
 
+// HTTP /tokenize's decisions are the path's (issue 17): the model, the
+// request limits, the pre-processing slot and the metrics.
+TEST_F(RequestPathTest, TokenizeDecidesLimitsModelAndMetrics) {
+  ServeOptions options;
+  options.max_texts_per_request = 2;
+  options.max_text_bytes = 16;
+  options.max_concurrent_preprocess = 1;
+  Start(options);
+  auto tokenize = [&](const std::string& model, std::vector<std::string> texts) {
+    PreprocessGate::Ticket ticket;
+    absl::Status admitted = path_->Admit(Info(), "tokenize", &ticket);
+    if (!admitted.ok()) return absl::StatusOr<std::vector<Encoding>>(admitted);
+    return path_->Tokenize(Info(), model, texts, std::move(ticket));
+  };
+  auto ok = tokenize("intents", {"where is my parcel", "a"});
+  EXPECT_EQ(ok.status().code(), absl::StatusCode::kInvalidArgument);  // 18 bytes > 16
+  EXPECT_THAT(std::string(ok.status().message()), HasSubstr("inputs[0]: 18 bytes, more than --max-text-bytes (16)"));
+  ok = tokenize("intents", {"my parcel", "a"});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  ASSERT_EQ(ok->size(), 2u);
+  EXPECT_EQ((*ok)[1].sequence_ids.front(), -1);  // [CLS] .. [SEP], whole, with pieces
+  EXPECT_EQ((*ok)[1].pieces.size(), (*ok)[1].size());
+  auto many = tokenize("intents", {"a", "b", "c"});
+  EXPECT_EQ(many.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(many.status().message()), HasSubstr("--max-texts-per-request (2)"));
+  EXPECT_EQ(tokenize("nope", {"a"}).status().code(), absl::StatusCode::kNotFound);
+  // Every outcome released its slot (the gate holds 1): a further call is admitted.
+  EXPECT_TRUE(tokenize("intents", {"a"}).ok());
+  EXPECT_EQ(Metric("dserve_requests_total", {{"model", "intents"}, {"task", "tokenize"}, {"code", "OK"}}), 2);
+  EXPECT_EQ(Metric("dserve_requests_total",
+                   {{"model", "intents"}, {"task", "tokenize"}, {"code", "INVALID_ARGUMENT"}, {"protocol", "http"}}),
+            2);
+  EXPECT_EQ(Metric("dserve_requests_total", {{"model", ""}, {"task", "tokenize"}, {"code", "NOT_FOUND"}}), 1);
+  EXPECT_EQ(Metric("dserve_tokenization_duration_seconds_count", {{"model", "intents"}}), 2);
+  path_->StartDraining();
+  EXPECT_EQ(tokenize("intents", {"a"}).status().code(), absl::StatusCode::kUnavailable);
+}
+
 // --max-queue-time-ms: an item that waited that long gets DEADLINE_EXCEEDED
 // although the client set no deadline.
 TEST_F(RequestPathTest, ServerSideQueueTimeoutExpiresItemsWithoutAClientDeadline) {
