@@ -300,6 +300,55 @@ class HttpRoutesTest(unittest.TestCase):
         self.assertEqual(status, 200, body)
         self.assertEqual(set(__import__("json").loads(body)), {"answer", "score", "start", "end", "no_answer_score"})
 
+    def test_every_other_route_through_curl(self):
+        """The routes the test above does not send through curl, each once through the curl CLI as a user
+        would type it, with the answer checked against gRPC's."""
+        json = __import__("json")
+
+        def post(path, doc):
+            return hs.curl([self.server.url(path), "-X", "POST", "-H", "Content-Type: application/json",
+                            "-d", json.dumps(doc)])
+
+        def get(path):
+            return hs.curl([self.server.url(path)])
+
+        want = self.grpc_classify(["where is my parcel"])
+        for path in ("/v1/classify", "/dserve.v1.Inference/Classify"):
+            status, body = post(path, {"model": "classify", "texts": ["where is my parcel"]})
+            self.assertEqual(status, 200, body)
+            self.assertEqual([l["label"] for l in json.loads(body)["results"][0]["labels"]],
+                             [l.label for l in want.results[0].labels], path)
+        status, body = post("/dserve.v1.Inference/Rerank", {"model": "rerank", "query": "refund",
+                                                              "documents": ["a refund", "a parcel", "a password"]})
+        self.assertEqual(status, 200, body)
+        want_rr = self.stub.Rerank(pb.RerankRequest(model="rerank", query="refund",
+                                                    documents=["a refund", "a parcel", "a password"]), timeout=30)
+        self.assertEqual([r["index"] for r in json.loads(body)["results"]], [r.index for r in want_rr.results])
+        status, body = post("/dserve.v1.Inference/Answer", {"model": "answer", "question": "What is my name?",
+                                                              "contexts": ["My name is Clara and I live in Berkeley."]})
+        self.assertEqual(status, 200, body)
+        self.assertEqual(json.loads(body)["model"], "answer")
+        names = [m.name for m in self.stub.ListModels(pb.ListModelsRequest(), timeout=10).models]
+        for path, send in (("/v1/models", get), ("/dserve.v1.Inference/ListModels", lambda p: post(p, {}))):
+            status, body = send(path)
+            self.assertEqual(status, 200, body)
+            self.assertEqual([m["name"] for m in json.loads(body)["models"]], names, path)
+        status, body = post("/tokenize?model=classify", {"inputs": "hello world"})
+        self.assertEqual(status, 200, body)
+        self.assertEqual([t["id"] for t in json.loads(body)[0]], e2e.single_ids("hello world"))
+        status, body = get("/info?model=classify")
+        self.assertEqual((status, json.loads(body)["model_id"]), (200, "classify"), body)
+        status, body = get("/health")
+        self.assertEqual(status, 200, body)
+        status, body = get("/openapi.json")
+        self.assertEqual((status, json.loads(body)), (200, OPENAPI.doc))
+        status, body = get("/")
+        self.assertEqual(status, 200)
+        self.assertIn("<title>dserve: try it</title>", body)
+        status, body = get("/metrics")
+        self.assertEqual(status, 200)
+        self.assertIn("dserve_requests_total", body)
+
     # ------------------------------------------------- assets and metrics --
 
     def test_openapi_page_and_metrics_on_the_same_port(self):
