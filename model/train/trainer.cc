@@ -176,7 +176,8 @@ class Trainer {
   absl::Status SaveCheckpoint(const std::string& dir, const json& metrics, std::optional<double> threshold);
   absl::Status CheckRanksInSync();
   // Deletes what a killed run left of an unfinished save (OUT/last.tmp.*,
-  // OUT/best.tmp.*) when the checkpoint it was replacing is in place.
+  // OUT/best.tmp.*, OUT/trainer_state.tmp, and the *.old of a fallback swap)
+  // when the directory it was replacing is in place.
   void RemoveStaleTemps() const;
   // Test hook: DSERVE_TEST_NAN_GRADIENT_STEPS="3,5" makes those steps'
   // gradients NaN (after backward), so that tests can reach the
@@ -1109,9 +1110,19 @@ void Trainer::RemoveStaleTemps() const {
     for (const char* target : {"last", "best"}) {
       // Without the target (a crash between the two renames of the
       // fallback swap) the temp dir may hold the only complete copy: kept.
-      if (absl::StartsWith(name, absl::StrCat(target, ".tmp.")) && fs::is_directory(fs::path(o_.out_dir) / target)) {
+      const bool target_in_place = fs::is_directory(fs::path(o_.out_dir) / target);
+      if (target_in_place && (absl::StartsWith(name, absl::StrCat(target, ".tmp.")) ||
+                              name == absl::StrCat(target, ".old"))) {
         stale.push_back(entry.path());
       }
+    }
+    // trainer_state.tmp is a save that never completed; trainer_state.old
+    // the previous state of a fallback swap. Both are stale once a complete
+    // trainer_state is in place (a kill during the final save left the tmp
+    // behind, and the resume that found nothing left to do kept it).
+    if ((name == "trainer_state.tmp" || name == "trainer_state.old") &&
+        fs::exists(fs::path(StateDir()) / "state.json")) {
+      stale.push_back(entry.path());
     }
   }
   for (const fs::path& path : stale) {

@@ -182,6 +182,28 @@ class SigkillTest(unittest.TestCase):
         self.assertEqual(classifier(os.path.join(out, "last")), classifier(os.path.join(out, "trainer_state")),
                          "last/ holds the resumed step's weights")
 
+    def test_resume_with_nothing_left_removes_an_unfinished_state_save(self):
+        # Seen in CI: a kill inside the final step's trainer_state save left
+        # OUT/trainer_state.tmp; the resume found step 2 of 2 done, trained
+        # nothing, and kept it. Leftovers of a fallback swap (*.old beside a
+        # complete directory) are stale too.
+        out = os.path.join(self.folder, "done")
+        cmd = self.command(out)
+        cmd[cmd.index("--max-steps") + 1] = "2"
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        shutil.copytree(os.path.join(out, "trainer_state"), os.path.join(out, "trainer_state.tmp"))
+        os.remove(os.path.join(out, "trainer_state.tmp", "state.json"))  # the save never finished
+        shutil.copytree(os.path.join(out, "trainer_state"), os.path.join(out, "trainer_state.old"))
+        shutil.copytree(os.path.join(out, "last"), os.path.join(out, "last.old"))
+        cmd = self.command(out, resume=True)
+        cmd[cmd.index("--max-steps") + 1] = "2"
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("nothing to do", result.stderr)
+        self.assertEqual(sorted(n for n in os.listdir(out) if ".tmp" in n or ".old" in n), [], result.stderr)
+        self.check_invariants(out)
+
 
 class NonFiniteLossTest(unittest.TestCase):
     def setUp(self):
