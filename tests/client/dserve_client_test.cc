@@ -168,7 +168,13 @@ TEST(ClientLibTest, OverallDeadlineBoundsRetries) {
   const absl::Time start = absl::Now();
   auto response = client->Classify(Request());
   const absl::Duration took = absl::Now() - start;
-  EXPECT_EQ(response.status().code(), absl::StatusCode::kUnavailable);
+  // The last attempt's code: UNAVAILABLE (the server's answer), or
+  // DEADLINE_EXCEEDED when the overall deadline ran out during that attempt
+  // or its backoff (seen in a CI run on a loaded machine). Both end the call
+  // in time; what this test bounds is the time and the attempts.
+  EXPECT_TRUE(response.status().code() == absl::StatusCode::kUnavailable ||
+              response.status().code() == absl::StatusCode::kDeadlineExceeded)
+      << response.status();
   EXPECT_LT(took, absl::Milliseconds(800));
   EXPECT_GE(server.service.calls.load(), 2);
   EXPECT_LE(server.service.calls.load(), 8);  // 300 ms / 40 ms, plus the first attempt
