@@ -179,8 +179,11 @@ class ModelCall : public CallHandle, public std::enable_shared_from_this<ModelCa
       tasks.push_back(std::move(task));
     }
     absl::Status status = model_->workers->Submit(std::move(tasks));
-    if (status.ok()) {
-      // The items are dropped at their deadline, busy workers or not.
+    // The items are dropped at their deadline, busy workers or not. gRPC
+    // cancels a call at its own deadline (Cancel() wakes the queue), so the
+    // timer is only needed for HTTP and for the server's queue time limit.
+    const bool grpc_cancels_in_time = info_.protocol == Protocol::kGrpc && item_deadline >= info_.deadline;
+    if (status.ok() && !grpc_cancels_in_time) {
       // Runs only while the call (which holds the model) is alive.
       const ServedModel* model = model_.get();
       timer_->At(item_deadline, weak_from_this(), [model] { model->workers->Wake(); });
