@@ -23,6 +23,12 @@ torch::Tensor Linear(const torch::Tensor& x, const LinearWeights& w) {
   return torch::linear(x, w.weight, w.bias);
 }
 
+// `int8` when packed and x can take it (inference), else Linear(x, w).
+torch::Tensor Linear(const torch::Tensor& x, const LinearWeights& w, const Int8Linear* int8) {
+  if (int8 != nullptr && int8->defined() && Int8LinearApplies(x)) return int8->Forward(x);
+  return Linear(x, w);
+}
+
 // LayerNorm(x + residual), in one pass on CPU where the kernel applies.
 torch::Tensor AddNorm(const torch::Tensor& x, const torch::Tensor& residual, const NormWeights& w, double eps) {
   if (FusedAddLayerNormApplies(x, w.weight, w.bias)) return FusedAddLayerNorm(x, residual, w.weight, w.bias, eps);
@@ -121,6 +127,10 @@ int64_t AlbertEncoder::GroupOfLayer(int64_t layer, int64_t num_layers, int64_t n
   return static_cast<int64_t>(static_cast<double>(layer) / per_group);
 }
 
+struct AlbertEncoder::Int8Layer {
+  Int8Linear qkv, dense, ffn, ffn_output;
+};
+
 AlbertEncoder::AlbertEncoder(const ModelConfig& config, AlbertWeights weights)
     : config_(config), weights_(std::move(weights)) {}
 
@@ -139,15 +149,39 @@ absl::StatusOr<std::unique_ptr<AlbertEncoder>> AlbertEncoder::Create(const Model
       return absl::InvalidArgumentError(absl::StrCat("layer ", i, " maps to parameter group ", g, " of ", groups));
     }
   }
-  if (!options.precompute) return e;
-  for (const auto& group : e->weights_.groups) {
-    std::vector<Fused> fused;
-    for (const AlbertLayerWeights& l : group) {
-      fused.push_back({{torch::cat({l.query.weight, l.key.weight, l.value.weight}, 0).contiguous(),
-                        torch::cat({l.query.bias, l.key.bias, l.value.bias}, 0).contiguous()}});
+  if (options.int8_linear) {
+    if (!options.precompute) return absl::InvalidArgumentError("albert encoder: int8 dense layers need precompute");
+    const torch::Tensor& probe = e->weights_.embedding_to_hidden.weight;
+    if (probe.scalar_type() != torch::kFloat || !probe.device().is_cpu()) {
+      return absl::InvalidArgumentError(absl::StrCat("dtype int8: needs float32 weights on the CPU (got ",
+                                                     c10::toString(probe.scalar_type()), " on ",
+                                                     probe.device().str(), ")"));
     }
-    e->fused_.push_back(std::move(fused));
+    if (Int8Engine().empty()) {
+      return absl::FailedPreconditionError("dtype int8: this LibTorch has no oneDNN or fbgemm quantized engine");
+    }
   }
+  if (!options.precompute) return e;
+  RETURN_IF_ERROR(TorchCall("albert encoder: fusing the QKV weights", [&] {
+    for (const auto& group : e->weights_.groups) {
+      std::vector<Fused> fused;
+      for (const AlbertLayerWeights& l : group) {
+        Fused f{{torch::cat({l.query.weight, l.key.weight, l.value.weight}, 0).contiguous(),
+                 torch::cat({l.query.bias, l.key.bias, l.value.bias}, 0).contiguous()},
+                nullptr};
+        if (options.int8_linear) {
+          auto int8 = std::make_shared<Int8Layer>();
+          int8->qkv = Int8Linear::Pack(f.qkv.weight, f.qkv.bias);
+          int8->dense = Int8Linear::Pack(l.dense.weight, l.dense.bias);
+          int8->ffn = Int8Linear::Pack(l.ffn.weight, l.ffn.bias);
+          int8->ffn_output = Int8Linear::Pack(l.ffn_output.weight, l.ffn_output.bias);
+          f.int8 = std::move(int8);
+        }
+        fused.push_back(std::move(f));
+      }
+      e->fused_.push_back(std::move(fused));
+    }
+  }));
   return e;
 }
 
@@ -180,18 +214,22 @@ torch::Tensor AlbertEncoder::Layer(const AlbertLayerWeights& w, const Fused* fus
       fused ? fused->qkv
             : LinearWeights{torch::cat({w.query.weight, w.key.weight, w.value.weight}, 0),
                             torch::cat({w.query.bias, w.key.bias, w.value.bias}, 0)};
-  const auto qkv = Linear(hidden, qkv_weights).view({B, L, 3, heads_, head_size_}).permute({2, 0, 3, 1, 4});
+  const Int8Layer* int8 = fused ? fused->int8.get() : nullptr;
+  const auto qkv = Linear(hidden, qkv_weights, int8 ? &int8->qkv : nullptr)
+                       .view({B, L, 3, heads_, head_size_})
+                       .permute({2, 0, 3, 1, 4});
   const auto q = qkv[0], k = qkv[1], v = qkv[2];
   auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_size_));
   scores = scores + key_bias;  // [B, 1, 1, L]: padded keys get the dtype's lowest value
   // Softmax in float32 (bf16 scores keep their argmax but not their sum).
   const auto probs = MaybeDropout(torch::softmax(scores, -1, torch::kFloat).to(hidden.scalar_type()), dropout.attention);
   const auto context = torch::matmul(probs, v).permute({0, 2, 1, 3}).reshape({B, L, H});
-  const auto projected = MaybeDropout(Linear(context, w.dense), dropout.hidden);
+  const auto projected = MaybeDropout(Linear(context, w.dense, int8 ? &int8->dense : nullptr), dropout.hidden);
   const auto attended = AddNorm(projected, hidden, w.attention_norm, config_.layer_norm_eps);
   const Activation& act = torch::GradMode::is_enabled() ? act_ : act_in_place_;
-  const auto inner = act(Linear(attended, w.ffn));
-  return AddNorm(Linear(inner, w.ffn_output), attended, w.output_norm, config_.layer_norm_eps);
+  const auto inner = act(Linear(attended, w.ffn, int8 ? &int8->ffn : nullptr));
+  return AddNorm(Linear(inner, w.ffn_output, int8 ? &int8->ffn_output : nullptr), attended, w.output_norm,
+                 config_.layer_norm_eps);
 }
 
 namespace {

@@ -61,6 +61,12 @@ class AlbertEncoder {
     // Precompute the fused QKV weight once. Turn off for training, where
     // it must follow the live query/key/value weights on every step.
     bool precompute = true;
+    // --dtype int8: the layers' dense projections (fused QKV, attention
+    // dense, ffn, ffn_output) quantized to int8 once at Create
+    // (cpu_kernels.h Int8Linear); the embedding projection, attention,
+    // LayerNorm and the heads stay float32. Needs float32 CPU weights and
+    // `precompute`; under autograd the float32 weights are used.
+    bool int8_linear = false;
   };
   static absl::StatusOr<std::unique_ptr<AlbertEncoder>> Create(const ModelConfig& config, AlbertWeights weights,
                                                                Options options);
@@ -82,8 +88,10 @@ class AlbertEncoder {
   const AlbertWeights& weights() const { return weights_; }
 
  private:
+  struct Int8Layer;  // the int8 dense layers of one stored layer (Options::int8_linear)
   struct Fused {
     LinearWeights qkv;  // [3H, H]: one GEMM for query, key and value
+    std::shared_ptr<const Int8Layer> int8;  // set with Options::int8_linear
   };
   AlbertEncoder(const ModelConfig& config, AlbertWeights weights);
   torch::Tensor Embed(const EncoderInput& input, const Dropout& dropout) const;

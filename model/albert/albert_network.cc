@@ -31,7 +31,9 @@ absl::StatusOr<std::unique_ptr<Network>> LoadAlbertNetwork(const ModelConfig& co
   store.set_scope("albert.");
   ASSIGN_OR_RETURN(AlbertWeights weights, AlbertWeights::Load(config, store));
   ASSIGN_OR_RETURN(TaskHeads heads, TaskHeads::Load(config, store, &LoadAlbertClassificationHead));
-  ASSIGN_OR_RETURN(auto encoder, AlbertEncoder::Create(config, std::move(weights)));
+  AlbertEncoder::Options options;
+  options.int8_linear = store.quantize_linear();
+  ASSIGN_OR_RETURN(auto encoder, AlbertEncoder::Create(config, std::move(weights), options));
   return std::unique_ptr<Network>(new EncoderWithHeads<AlbertEncoder>(std::move(encoder), std::move(heads)));
 }
 

@@ -9,7 +9,10 @@
 #include <vector>
 
 #include <ATen/Parallel.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/quantized/PackedParams.h>
 #include <ATen/record_function.h>
+#include <c10/util/CallOnce.h>
 
 #ifdef DSERVE_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -352,5 +355,104 @@ torch::Tensor FusedAttention(const FusedAttentionInput& in) {
 #endif
   return context;
 }
+
+// ------------------------------------------------------------------- int8 --
+
+namespace {
+
+at::QEngine PreferredQEngine() {
+  const auto& engines = at::globalContext().supportedQEngines();
+  for (at::QEngine e : {at::QEngine::ONEDNN, at::QEngine::FBGEMM}) {
+    if (std::find(engines.begin(), engines.end(), e) != engines.end()) return e;
+  }
+  return at::QEngine::NoQEngine;
+}
+
+// The int16 intermediate of vpmaddubsw (u8 x s8 pairs) saturates with
+// full-range activations; VNNI's vpdpbusd (and AMX-INT8) accumulate in int32.
+bool CpuHasInt8Dot() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("avxvnni");
+}
+
+}  // namespace
+
+std::string Int8Engine() {
+  switch (PreferredQEngine()) {
+    case at::QEngine::ONEDNN: return "onednn";
+    case at::QEngine::FBGEMM: return "fbgemm";
+    default: return "";
+  }
+}
+
+struct Int8Linear::Packed {
+  c10::intrusive_ptr<LinearPackedParamsBase> params;
+  torch::Tensor scales;       // [N] float32
+  torch::Tensor dequantized;  // [N, K] float32
+  int64_t in = 0, out = 0;
+  bool reduce_range = false;  // activations in 7 bits (levels 127)
+};
+
+Int8Linear Int8Linear::Pack(const torch::Tensor& weight, const torch::Tensor& bias) {
+  const at::QEngine engine = PreferredQEngine();
+  TORCH_CHECK(engine != at::QEngine::NoQEngine,
+              "int8: this LibTorch has no oneDNN or fbgemm quantized engine (dtype int8 needs one)");
+  TORCH_CHECK(weight.defined() && weight.dim() == 2 && weight.scalar_type() == torch::kFloat && weight.device().is_cpu(),
+              "int8: weight must be a float32 CPU matrix [out, in]");
+  TORCH_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0) &&
+                                  bias.scalar_type() == torch::kFloat && bias.device().is_cpu()),
+              "int8: bias must be float32 [out] on CPU");
+  // linear_prepack packs for the global engine: set it once, before the first pack.
+  static c10::once_flag engine_set;
+  c10::call_once(engine_set, [engine] { at::globalContext().setQEngine(engine); });
+  torch::NoGradGuard no_grad;
+  auto packed = std::make_shared<Packed>();
+  const torch::Tensor w = weight.detach().contiguous();
+  packed->out = w.size(0);
+  packed->in = w.size(1);
+  // An all-zero row gets scale 1 (its int8 weights are all 0 either way).
+  auto max_abs = std::get<0>(w.abs().max(1));
+  packed->scales = torch::where(max_abs > 0, max_abs / 127.0, torch::ones_like(max_abs)).contiguous();
+  const torch::Tensor zero_points = torch::zeros({packed->out}, torch::kLong);
+  const torch::Tensor wq = torch::quantize_per_channel(w, packed->scales.to(torch::kDouble), zero_points, 0, torch::kQInt8);
+  packed->dequantized = wq.dequantize().contiguous();
+  static auto prepack = c10::Dispatcher::singleton()
+                            .findSchemaOrThrow("quantized::linear_prepack", "")
+                            .typed<c10::intrusive_ptr<LinearPackedParamsBase>(at::Tensor, c10::optional<at::Tensor>)>();
+  c10::optional<at::Tensor> b;
+  if (bias.defined()) b = bias.detach().contiguous();
+  packed->params = prepack.call(wq, b);
+  packed->reduce_range = !CpuHasInt8Dot();
+  Int8Linear linear;
+  linear.packed_ = std::move(packed);
+  return linear;
+}
+
+bool Int8LinearApplies(const torch::Tensor& x) {
+  return x.defined() && x.device().is_cpu() && x.scalar_type() == torch::kFloat && !at::GradMode::is_enabled();
+}
+
+torch::Tensor Int8Linear::Forward(const torch::Tensor& x) const {
+  RECORD_FUNCTION("dserve::int8_linear", std::vector<c10::IValue>());
+  TORCH_CHECK(defined(), "int8 linear: not packed");
+  TORCH_CHECK(Int8LinearApplies(x) && x.dim() >= 1 && x.size(-1) == packed_->in,
+              "int8 linear: input must be float32 [..., ", packed_->in, "] on CPU, autograd off");
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape.back() = packed_->out;
+  const torch::Tensor rows = x.contiguous().view({-1, packed_->in});
+  return packed_->params->apply_dynamic(rows, packed_->reduce_range).view(shape);
+}
+
+int64_t Int8Linear::in_features() const { return packed_ ? packed_->in : 0; }
+int64_t Int8Linear::out_features() const { return packed_ ? packed_->out : 0; }
+const torch::Tensor& Int8Linear::weight_scales() const {
+  TORCH_CHECK(defined(), "int8 linear: not packed");
+  return packed_->scales;
+}
+const torch::Tensor& Int8Linear::dequantized_weight() const {
+  TORCH_CHECK(defined(), "int8 linear: not packed");
+  return packed_->dequantized;
+}
+int Int8Linear::activation_levels() const { return packed_ && packed_->reduce_range ? 127 : 255; }
 
 }  // namespace dserve

@@ -18,11 +18,17 @@
 // 5-15% faster than this LibTorch's OpenBLAS path on the encoder's shapes
 // (single-thread CPU time, M = 128 and 1024).
 //
+// Int8Linear: a Linear layer in int8 for `--dtype int8` (dynamic
+// quantization): the weight quantized once at load, each input quantized on
+// the fly, the product accumulated in int32 and returned in float32.
+//
 // The caller keeps the torch-op path for training (autograd, dropout), fp16,
 // non-CPU devices and builds without oneDNN.
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
 
 #include <torch/torch.h>
 
@@ -77,5 +83,62 @@ bool FusedAddLayerNormApplies(const torch::Tensor& x, const torch::Tensor& weigh
 // undefined: LayerNorm(x)); residual like x. Result in x's dtype.
 torch::Tensor FusedAddLayerNorm(const torch::Tensor& x, const torch::Tensor& residual, const torch::Tensor& weight,
                                 const torch::Tensor& bias, double eps);
+
+// The quantized engine Int8Linear uses here: "onednn" (preferred: this
+// LibTorch's oneDNN 2.6 runs u8 x s8 on VNNI / AMX-INT8 where the CPU has
+// them), else "fbgemm"; "" when this LibTorch has neither (Debian's 1.13 has
+// no fbgemm: its engines are qnnpack, onednn).
+std::string Int8Engine();
+
+// Dynamic int8 Linear through LibTorch's quantized ops (quantized::
+// linear_prepack / linear_dynamic on Int8Engine()). Measured on the
+// encoder's shapes against oneDNN's own u8s8s32 GEMM API plus our quantize
+// and dequantize loops: LibTorch's prepacked oneDNN matmul was faster
+// (M = 1024, K = 768, N = 2304, 1 thread: 6.6 ms against 12.2 ms; fp32
+// sgemm 21.6 ms), docs/performance.md.
+//
+// Weights: per output channel j, symmetric: scale_j = max_k |W[j, k]| / 127,
+// W_q[j, k] = round(W[j, k] / scale_j) in [-127, 127], zero point 0.
+// Activations: per tensor (LibTorch's dynamic linear has no per-row mode),
+// asymmetric uint8 over [min(x, 0), max(x, 0)]: a = (max - min) / levels,
+// z = round(-min / a), x_q = clamp(round(x / a) + z, 0, levels), where
+// levels = activation_levels(): 255, or 127 on a CPU without VNNI (its
+// u8 x s8 pair instruction saturates at int16 with full-range inputs).
+// Result: y[i, j] = a * scale_j * sum_k (x_q[i, k] - z) W_q[j, k] + bias[j],
+// bias in float32. So |x - x_dq| <= a per element (half a step of rounding,
+// half a step of zero-point rounding) and |W - W_dq| <= scale_j / 2.
+//
+// Per-tensor activation ranges make a row's result depend (within the
+// quantization error) on the other rows of its batch.
+//
+// Thread safety: immutable after Pack; Forward is const and may run on
+// several threads at once (LibTorch's oneDNN path keeps no per-call state in
+// the packed weights).
+class Int8Linear {
+ public:
+  Int8Linear() = default;
+  // weight [N, K] float32 on CPU, bias [N] float32 or undefined. Throws
+  // c10::Error when Int8Engine() is "" or the tensors are not like that.
+  static Int8Linear Pack(const torch::Tensor& weight, const torch::Tensor& bias);
+
+  bool defined() const { return packed_ != nullptr; }
+  // x [..., K] float32 on CPU -> [..., N] float32.
+  torch::Tensor Forward(const torch::Tensor& x) const;
+
+  int64_t in_features() const;
+  int64_t out_features() const;
+  // The per-channel weight scales [N] float32 and the int8 weight [N, K]
+  // dequantized (W_q * scale), for tests and error bounds.
+  const torch::Tensor& weight_scales() const;
+  const torch::Tensor& dequantized_weight() const;
+  int activation_levels() const;
+
+ private:
+  struct Packed;
+  std::shared_ptr<const Packed> packed_;
+};
+
+// True when Int8Linear::Forward can take x: float32, CPU, autograd off.
+bool Int8LinearApplies(const torch::Tensor& x);
 
 }  // namespace dserve

@@ -12,7 +12,9 @@ namespace dserve {
 absl::StatusOr<std::unique_ptr<Network>> LoadDebertaNetwork(const ModelConfig& config, WeightStore& store) {
   ASSIGN_OR_RETURN(EncoderWeights weights, EncoderWeights::Load(config, store));
   ASSIGN_OR_RETURN(TaskHeads heads, TaskHeads::Load(config, store, &ClassificationHead::Load));
-  ASSIGN_OR_RETURN(auto encoder, DebertaEncoder::Create(config, std::move(weights), DebertaEncoder::Options()));
+  DebertaEncoder::Options options;
+  options.int8_linear = store.quantize_linear();
+  ASSIGN_OR_RETURN(auto encoder, DebertaEncoder::Create(config, std::move(weights), options));
   return std::unique_ptr<Network>(new EncoderWithHeads<DebertaEncoder>(std::move(encoder), std::move(heads)));
 }
 

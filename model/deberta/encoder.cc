@@ -24,6 +24,12 @@ torch::Tensor Linear(const torch::Tensor& x, const LinearWeights& w, bool fused)
   return Linear(x, w);
 }
 
+// `int8` when packed and x can take it (inference), else Linear(x, w, fused).
+torch::Tensor Linear(const torch::Tensor& x, const LinearWeights& w, bool fused, const Int8Linear* int8) {
+  if (int8 != nullptr && int8->defined() && Int8LinearApplies(x)) return int8->Forward(x);
+  return Linear(x, w, fused);
+}
+
 // Dropout in training mode; the identity when p is 0 (inference).
 torch::Tensor Drop(const torch::Tensor& x, double p) {
   return p > 0 ? torch::dropout(x, p, /*train=*/true) : x;
@@ -203,6 +209,10 @@ std::vector<std::pair<std::string, torch::Tensor>> EncoderWeights::Named(const M
 
 // ---------------------------------------------------------------- encoder --
 
+struct DebertaEncoder::Int8Layer {
+  Int8Linear qkv, attention_output, intermediate, output;
+};
+
 DebertaEncoder::DebertaEncoder(const ModelConfig& config, EncoderWeights weights,
                                const Options& options)
     : config_(config), weights_(std::move(weights)), options_(options), relative_map_(config) {}
@@ -229,10 +239,34 @@ absl::Status DebertaEncoder::Prepare() {
                                                    " layers of weights, config needs ",
                                                    NumStoredLayers(config_)));
   }
+  if (options_.int8_linear) {
+    if (!options_.precompute) return absl::InvalidArgumentError("encoder: int8 dense layers need precompute");
+    const torch::Tensor& probe = weights_.layers.front().intermediate.weight;
+    if (probe.scalar_type() != torch::kFloat || !probe.device().is_cpu()) {
+      return absl::InvalidArgumentError(absl::StrCat("dtype int8: needs float32 weights on the CPU (got ",
+                                                     c10::toString(probe.scalar_type()), " on ",
+                                                     probe.device().str(), ")"));
+    }
+    if (Int8Engine().empty()) {
+      return absl::FailedPreconditionError(
+          "dtype int8: this LibTorch has no oneDNN or fbgemm quantized engine");
+    }
+  }
   if (options_.precompute) {
     return TorchCall("encoder: precomputing position projections", [&] {
       torch::InferenceMode guard;
       caches_ = Caches(/*position_dropout=*/0);
+      if (!options_.int8_linear) return;
+      for (size_t i = 0; i < caches_.size(); ++i) {
+        // The fused QKV already carries the score scale on its query rows.
+        const LayerWeights& layer = weights_.layers[i];
+        auto int8 = std::make_shared<Int8Layer>();
+        int8->qkv = Int8Linear::Pack(caches_[i].qkv.weight, caches_[i].qkv.bias);
+        int8->attention_output = Int8Linear::Pack(layer.attention.output.weight, layer.attention.output.bias);
+        int8->intermediate = Int8Linear::Pack(layer.intermediate.weight, layer.intermediate.bias);
+        int8->output = Int8Linear::Pack(layer.output.weight, layer.output.bias);
+        caches_[i].int8 = std::move(int8);
+      }
     });
   }
   return absl::OkStatus();
@@ -337,8 +371,11 @@ torch::Tensor DebertaEncoder::Attention(const LayerWeights& layer, const LayerCa
                                         const Relative& relative, const Dropout& dropout) const {
   const int64_t B = hidden.size(0), L = hidden.size(1), h = heads_, d = head_size_;
   const torch::Tensor& residual = query_states ? *query_states : hidden;
+  const Int8Layer* int8 = cache.int8.get();
   auto finish = [&](const torch::Tensor& context) {
-    return AddNorm(Linear(context, layer.attention.output, options_.kernels.linear), residual,
+    return AddNorm(Linear(context, layer.attention.output, options_.kernels.linear,
+                          int8 ? &int8->attention_output : nullptr),
+                   residual,
                    layer.attention.output_norm, config_.layer_norm_eps, dropout.hidden, options_.kernels.add_layer_norm);
   };
   torch::Tensor q, k, v;  // [B, h, L, d]; q carries the score scale once
@@ -410,9 +447,11 @@ torch::Tensor DebertaEncoder::LayerImpl(int64_t index, const LayerCache& cache,
   const LayerWeights& layer = Layer(index);
   auto attention = Attention(layer, cache, hidden, query_states, masks, relative, dropout);
   // The intermediate is a temporary: without autograd, activate it in place.
-  auto inner = Linear(attention, layer.intermediate, options_.kernels.linear);
+  const Int8Layer* int8 = cache.int8.get();
+  auto inner = Linear(attention, layer.intermediate, options_.kernels.linear, int8 ? &int8->intermediate : nullptr);
   inner = at::GradMode::is_enabled() ? hidden_act_(inner) : hidden_act_in_place_(inner);
-  return AddNorm(Linear(inner, layer.output, options_.kernels.linear), attention, layer.output_norm,
+  return AddNorm(Linear(inner, layer.output, options_.kernels.linear, int8 ? &int8->output : nullptr), attention,
+                 layer.output_norm,
                  config_.layer_norm_eps, dropout.hidden, options_.kernels.add_layer_norm);
 }
 

@@ -108,6 +108,15 @@ class DebertaEncoder {
       static Kernels None() { return {false, false, false}; }
     };
     Kernels kernels;
+    // --dtype int8: the dense layers of every encoder layer (fused QKV,
+    // attention output, intermediate, output) quantized to int8 once at
+    // Create (cpu_kernels.h Int8Linear: per-channel weights, dynamic
+    // activations); attention, LayerNorm, the embeddings and the heads stay
+    // float32. The position projections are computed once at load from the
+    // relative table (LayerCache), so they stay float32 and cost nothing per
+    // forward. Needs float32 weights on CPU and `precompute`; inference only
+    // (under autograd the float32 weights are used).
+    bool int8_linear = false;
   };
 
   static absl::StatusOr<std::unique_ptr<DebertaEncoder>> Create(const ModelConfig& config,
@@ -135,10 +144,12 @@ class DebertaEncoder {
   torch::Tensor Embed(const EncoderInput& input, const Dropout& dropout = {}) const;
 
  private:
+  struct Int8Layer;  // the int8 dense layers of one stored layer (Options::int8_linear)
   struct LayerCache {
     LinearWeights qkv;        // fused [3H, H]
     torch::Tensor pos_key;    // [h, 2*span, d], when c2p
     torch::Tensor pos_query;  // [h, 2*span, d] pre-scaled by 1/sqrt(d*k), when p2c
+    std::shared_ptr<const Int8Layer> int8;  // set with Options::int8_linear
   };
   // The key mask two ways: an additive bias [B, 1, 1, L] for the torch path,
   // uint8 [B, L] flags for the fused CPU attention.

@@ -52,14 +52,26 @@ absl::StatusOr<std::shared_ptr<const DebertaModel>> DebertaModel::Load(const std
   const auto started = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(CheckpointFiles files, ResolveCheckpoint(dir));
   ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::FromFile(files.config));
-  ASSIGN_OR_RETURN(torch::ScalarType dtype, ParseDType(options.dtype));
+  // int8: float32 weights, the family quantizes its dense layers at load.
+  const bool int8 = options.dtype == "int8";
+  auto parsed = ParseDType(int8 ? "fp32" : options.dtype);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dtype: unknown value '", options.dtype, "' (expected fp32, bf16, fp16 or int8)"));
+  }
+  const torch::ScalarType dtype = *parsed;
   ASSIGN_OR_RETURN(torch::Device device, ParseDevice(options.device));
+  if (int8 && !device.is_cpu()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dtype int8 runs on the CPU only (device ", device.str(), "): use bf16 or fp16 on a GPU"));
+  }
   ASSIGN_OR_RETURN(auto store, WeightStore::Open(files.weights, dtype, device));
+  store->set_quantize_linear(int8);
 
   std::shared_ptr<DebertaModel> model(new DebertaModel());
   model->config_ = config;
   model->directory_ = dir;
-  model->dtype_name_ = DTypeString(dtype);
+  model->dtype_name_ = int8 ? "int8" : DTypeString(dtype);
   model->device_name_ = device.str();
   model->impl_ = std::make_unique<Impl>();
   model->impl_->dtype = dtype;

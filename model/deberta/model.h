@@ -20,7 +20,10 @@
 namespace dserve {
 
 struct ModelOptions {
-  std::string dtype = "fp32";   // fp32 | bf16 | fp16 (weights and compute)
+  // fp32 | bf16 | fp16 (weights and compute), or int8: the encoder's dense
+  // layers in int8 (dynamic quantization, CPU only, README "dtype int8"),
+  // everything else in fp32.
+  std::string dtype = "fp32";
   std::string device = "cpu";   // auto | cpu | cuda | cuda:N
 };
 

@@ -35,6 +35,13 @@ class WeightStore {
   // The scope tried with and without ("deberta." unless set; e.g. "albert.").
   void set_scope(std::string scope) { scope_ = std::move(scope); }
 
+  // --dtype int8: the store hands out float32 tensors and the family that
+  // loads from it quantizes its encoder's dense layers once at load
+  // (DebertaEncoder::Options::int8_linear); a family that cannot refuses
+  // with an error naming itself. Off by default.
+  void set_quantize_linear(bool on) { quantize_linear_ = on; }
+  bool quantize_linear() const { return quantize_linear_; }
+
   // The tensor called `name` (tries `name`, scope + name, and name
   // without a leading scope). NotFound names the tensor and file when
   // absent; InvalidArgument when its shape differs from `shape` (if given).
@@ -59,6 +66,7 @@ class WeightStore {
   torch::Device device_;
   std::set<std::string> used_;
   std::string scope_ = "deberta.";
+  bool quantize_linear_ = false;
 };
 
 // `prefix`.weight [out, in] and `prefix`.bias [out] (a Linear layer).

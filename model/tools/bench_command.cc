@@ -61,17 +61,21 @@ using EncoderForward = std::function<torch::Tensor(const EncoderInput&)>;
 
 // The encoder of `config`'s family with random weights (HF's init). The
 // kernel switches are the DeBERTa encoder's; ALBERT's has none.
+// `int8`: float32 weights with the dense layers quantized (--dtype int8).
 EncoderForward RandomEncoder(const ModelConfig& config, torch::ScalarType dtype, const torch::Device& device,
-                             const DebertaEncoder::Options::Kernels& kernels) {
+                             const DebertaEncoder::Options::Kernels& kernels, bool int8) {
   auto fail = [](const absl::Status& status) { throw std::runtime_error(std::string(status.message())); };
   if (config.albert) {
-    auto encoder = AlbertEncoder::Create(config, AlbertWeights::Init(config, dtype, device));
+    AlbertEncoder::Options albert;
+    albert.int8_linear = int8;
+    auto encoder = AlbertEncoder::Create(config, AlbertWeights::Init(config, dtype, device), albert);
     if (!encoder.ok()) fail(encoder.status());
     std::shared_ptr<AlbertEncoder> e = *std::move(encoder);
     return [e](const EncoderInput& in) { return e->Forward(in); };
   }
   DebertaEncoder::Options options;
   options.kernels = kernels;
+  options.int8_linear = int8;
   auto encoder = DebertaEncoder::Create(config, EncoderWeights::Init(config, dtype, device), options);
   if (!encoder.ok()) fail(encoder.status());
   std::shared_ptr<DebertaEncoder> e = *std::move(encoder);
@@ -110,11 +114,19 @@ double MedianSeconds(const torch::Device& device, int warmup, int repeats, Fn&& 
   return times[times.size() / 2];
 }
 
-double MatmulGflops(torch::ScalarType dtype, const torch::Device& device, int repeats) {
+// The matmul peak of `dtype`; with `int8`, of Int8Linear (the int8 dense
+// layers: dynamic activation quantization included) on a 2048^3 product.
+double MatmulGflops(torch::ScalarType dtype, const torch::Device& device, int repeats, bool int8 = false) {
   torch::InferenceMode guard;
   const int64_t n = device.is_cuda() ? 8192 : 2048;
   auto a = torch::randn({n, n}).to(device, dtype), b = torch::randn({n, n}).to(device, dtype);
-  const double s = MedianSeconds(device, 1, repeats, [&] { auto c = torch::matmul(a, b); });
+  double s = 0;
+  if (int8) {
+    const Int8Linear q = Int8Linear::Pack(b, torch::Tensor());
+    s = MedianSeconds(device, 1, repeats, [&] { auto c = q.Forward(a); });
+  } else {
+    s = MedianSeconds(device, 1, repeats, [&] { auto c = torch::matmul(a, b); });
+  }
   return 2.0 * n * n * n / s / 1e9;
 }
 
@@ -191,16 +203,22 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
   for (const Run& run : runs) {
     const std::string& row_name = run.row;
     const std::string& dtype_name = run.dtype;
-    auto dtype = ParseDType(dtype_name);
+    // int8: float32 weights, dense layers quantized (DebertaModel's --dtype int8).
+    const bool int8 = dtype_name == "int8";
+    if (int8 && !device->is_cpu()) {
+      err << "dserve bench encoder: dtype int8 runs on the CPU only\n";
+      return 1;
+    }
+    auto dtype = ParseDType(int8 ? "fp32" : dtype_name);
     if (!dtype.ok()) {
-      err << "dserve bench encoder: " << dtype.status().message() << "\n";
+      err << "dserve bench encoder: " << dtype.status().message() << " (or int8)\n";
       return 1;
     }
     nlohmann::json row;
-    row["matmul_gflops"] = MatmulGflops(*dtype, *device, o.repeats);
     absl::Status status = TorchCall("bench", [&] {
+      row["matmul_gflops"] = MatmulGflops(*dtype, *device, o.repeats, int8);
       torch::InferenceMode guard;
-      const EncoderForward forward = RandomEncoder(*config, *dtype, *device, run.kernels);
+      const EncoderForward forward = RandomEncoder(*config, *dtype, *device, run.kernels, int8);
       EncoderInput input;
       const auto ids = torch::TensorOptions().dtype(torch::kLong).device(*device);
       input.input_ids = torch::randint(5, config->vocab_size, {o.batch_size, o.length}, ids);
@@ -248,9 +266,12 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
                            r["median_cpu_s"].get<double>(), r["sequences_per_s"].get<double>(),
                            r["model_gflops"].get<double>(), 100 * r["mfu_vs_matmul"].get<double>());
   }
-  if (report["dtypes"].contains("fp32") && report["dtypes"].contains("bf16")) {
-    out << absl::StrFormat("bf16 / fp32 throughput: %.2fx\n", report["dtypes"]["fp32"]["median_s"].get<double>() /
-                                                                report["dtypes"]["bf16"]["median_s"].get<double>());
+  for (const char* other : {"bf16", "int8"}) {
+    if (report["dtypes"].contains("fp32") && report["dtypes"].contains(other)) {
+      out << absl::StrFormat("%s / fp32 throughput: %.2fx\n", other,
+                             report["dtypes"]["fp32"]["median_s"].get<double>() /
+                                 report["dtypes"][other]["median_s"].get<double>());
+    }
   }
   return 0;
 }

@@ -1,0 +1,285 @@
+// --dtype int8 (issue 19): the quantized Linear against float32 matmul with
+// an error bound derived from the quantization steps, and the int8 models
+// against fp32 and Hugging Face's outputs on every golden checkpoint
+// (DeBERTa and ALBERT): argmax kept, logits within a tolerance.
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "model/deberta/cpu_kernels.h"
+#include "model/deberta/model.h"
+
+namespace dserve {
+namespace {
+
+using nlohmann::json;
+
+// ------------------------------------------------------------ Int8Linear --
+
+struct Case {
+  torch::Tensor x, w, b;
+};
+
+// Activations like the encoder's: LayerNorm outputs (roughly unit normal,
+// with a few large channels) and GELU outputs (skewed, min ~ -0.17).
+Case MakeCase(int64_t m, int64_t k, int64_t n, bool gelu, uint64_t seed) {
+  torch::manual_seed(seed);
+  Case c;
+  c.x = torch::randn({m, k});
+  c.x.select(1, 3).mul_(6.0);  // an outlier channel widens the per-tensor range
+  if (gelu) c.x = torch::gelu(c.x * 2.0);
+  c.w = torch::randn({n, k}) * 0.05;
+  c.w.select(0, 5).mul_(8.0);  // one output channel with much larger weights: per-channel scales matter
+  c.b = torch::randn({n});
+  return c;
+}
+
+// Worst-case |int8 - fp32| per output element (Int8Linear's header):
+// x_dq = x + e_x with |e_x| <= a (a = activation step), W_dq = W + e_w with
+// |e_w[j, k]| <= s_j / 2, so |x_dq W_dq^T - x W^T|[i, j]
+//   <= a * sum_k |W[j, k]| + (s_j / 2) * sum_k |x[i, k]| + K * a * s_j / 2,
+// plus float32 accumulation slack (1e-5 of sum_k |x| |W|).
+torch::Tensor ErrorBound(const Case& c, const Int8Linear& q) {
+  const double lo = std::min(0.0, c.x.min().item<double>()), hi = std::max(0.0, c.x.max().item<double>());
+  const double a = (hi - lo) / q.activation_levels();
+  const torch::Tensor s = q.weight_scales();                // [N]
+  const torch::Tensor w_abs = c.w.abs().sum(1);               // [N]
+  const torch::Tensor x_abs = c.x.abs().sum(1, true);         // [M, 1]
+  const int64_t k = c.x.size(1);
+  return a * w_abs.unsqueeze(0) + x_abs * (s / 2).unsqueeze(0) + k * a * (s / 2).unsqueeze(0) +
+         1e-5 * torch::matmul(c.x.abs(), c.w.abs().t()) + 1e-6;
+}
+
+// The documented scheme computed in float: per-tensor asymmetric uint8
+// activations, the per-channel int8 weight dequantized.
+torch::Tensor Emulate(const Case& c, const Int8Linear& q) {
+  const double lo = std::min(0.0, c.x.min().item<double>()), hi = std::max(0.0, c.x.max().item<double>());
+  const int levels = q.activation_levels();
+  const double a = (hi - lo) / levels;
+  const double z = std::nearbyint(-lo / a);
+  const torch::Tensor xq = torch::clamp(torch::round(c.x.to(torch::kDouble) / a) + z, 0, levels);
+  const torch::Tensor x_dq = ((xq - z) * a).to(torch::kFloat);
+  return torch::linear(x_dq, q.dequantized_weight(), c.b);
+}
+
+class Int8LinearTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(Int8LinearTest, WithinTheQuantizationBoundOfFloat32) {
+  ASSERT_FALSE(Int8Engine().empty()) << "this LibTorch has no oneDNN or fbgemm quantized engine";
+  torch::InferenceMode guard;
+  const Case c = MakeCase(64, 384, 96, /*gelu=*/GetParam(), 11);
+  const Int8Linear q = Int8Linear::Pack(c.w, c.b);
+  ASSERT_EQ(q.in_features(), 384);
+  ASSERT_EQ(q.out_features(), 96);
+  // Per output channel, symmetric: scale_j = max_k |W[j, k]| / 127.
+  EXPECT_TRUE(torch::allclose(q.weight_scales(), std::get<0>(c.w.abs().max(1)) / 127.0, 1e-6, 0));
+  EXPECT_LE((q.dequantized_weight() - c.w).abs().max().item<double>(),
+            (q.weight_scales() / 2).max().item<double>() * (1 + 1e-5));
+
+  const torch::Tensor y = q.Forward(c.x);
+  const torch::Tensor ref = torch::linear(c.x, c.w, c.b);
+  ASSERT_EQ(y.sizes(), ref.sizes());
+  ASSERT_EQ(y.scalar_type(), torch::kFloat);
+  const torch::Tensor err = (y - ref).abs();
+  const torch::Tensor bound = ErrorBound(c, q);
+  const double worst_ratio = (err / bound).max().item<double>();
+  std::cout << "[ int8     ] engine " << Int8Engine() << ", activation levels " << q.activation_levels()
+            << ": max |int8 - fp32| " << err.max().item<double>() << " (max |fp32| " << ref.abs().max().item<double>()
+            << "), worst error / bound " << worst_ratio << std::endl;
+  EXPECT_LE(worst_ratio, 1.0);
+  // It is quantized (an exact float32 result would mean the fp32 path ran).
+  EXPECT_GT(err.max().item<double>(), 1e-4);
+  // And it is the documented scheme: per-tensor uint8 activations, per-channel weights.
+  const torch::Tensor emulated = Emulate(c, q);
+  const double slack = 1e-5 * torch::matmul(c.x.abs(), c.w.abs().t()).max().item<double>() + 1e-5;
+  EXPECT_LE((y - emulated).abs().max().item<double>(), slack);
+}
+
+INSTANTIATE_TEST_SUITE_P(Activations, Int8LinearTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? std::string("Gelu") : std::string("LayerNormLike");
+                         });
+
+TEST(Int8Linear, LeadingDimensionsAndNoBias) {
+  torch::InferenceMode guard;
+  const Case c = MakeCase(24, 64, 40, false, 5);
+  const Int8Linear q = Int8Linear::Pack(c.w, torch::Tensor());
+  const torch::Tensor flat = q.Forward(c.x);
+  const torch::Tensor batched = q.Forward(c.x.view({2, 12, 64}));
+  ASSERT_EQ(batched.sizes(), torch::IntArrayRef({2, 12, 40}));
+  EXPECT_TRUE(torch::equal(batched.view({24, 40}), flat));
+  Case no_bias = c;
+  no_bias.b = torch::zeros({40});
+  EXPECT_LE((flat - torch::linear(c.x, c.w)).abs().max().item<double>(), ErrorBound(no_bias, q).max().item<double>());
+}
+
+TEST(Int8Linear, ConcurrentForwardsAgree) {
+  torch::InferenceMode guard;
+  const Case c = MakeCase(128, 256, 192, true, 9);
+  const Int8Linear q = Int8Linear::Pack(c.w, c.b);
+  const torch::Tensor want = q.Forward(c.x);
+  std::vector<torch::Tensor> got(4);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < got.size(); ++t) {
+    threads.emplace_back([&, t] {
+      torch::InferenceMode inner;
+      for (int i = 0; i < 20; ++i) got[t] = q.Forward(c.x);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& g : got) EXPECT_TRUE(torch::equal(g, want));
+}
+
+TEST(Int8Linear, RefusesWhatItCannotTake) {
+  EXPECT_THROW(Int8Linear::Pack(torch::randn({4, 8}).to(torch::kBFloat16), torch::Tensor()), c10::Error);
+  EXPECT_THROW(Int8Linear::Pack(torch::randn({4, 8}), torch::randn({5})), c10::Error);
+  torch::InferenceMode guard;
+  const Int8Linear q = Int8Linear::Pack(torch::randn({4, 8}), torch::Tensor());
+  EXPECT_THROW(q.Forward(torch::randn({3, 7})), c10::Error);
+  EXPECT_FALSE(Int8LinearApplies(torch::randn({3, 8}).to(torch::kBFloat16)));
+}
+
+// ------------------------------------------------------------- goldens --
+
+std::string GoldenDir(const std::string& name) {
+  const std::string folder = name.find('/') == std::string::npos ? "model/" : "";
+  return std::string(DSERVE_SHARED_DIR) + "/goldens/" + folder + name;
+}
+
+json ReadGolden(const std::string& name) {
+  std::ifstream in(GoldenDir(name) + "/golden.json");
+  EXPECT_TRUE(in.good()) << "cannot read golden for " << name;
+  return json::parse(in);
+}
+
+std::vector<float> Flatten(const json& j) {
+  std::vector<float> out;
+  if (j.is_array()) {
+    for (const auto& x : j) {
+      auto inner = Flatten(x);
+      out.insert(out.end(), inner.begin(), inner.end());
+    }
+  } else {
+    out.push_back(j.get<float>());
+  }
+  return out;
+}
+
+size_t Argmax(const std::vector<float>& v) { return std::max_element(v.begin(), v.end()) - v.begin(); }
+
+double TopMargin(std::vector<float> v) {
+  std::partial_sort(v.begin(), v.begin() + 2, v.end(), std::greater<float>());
+  return static_cast<double>(v[0]) - v[1];
+}
+
+double MaxAbs(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, std::fabs(static_cast<double>(x)));
+  return m;
+}
+
+// |int8 - fp32| on a golden's logits, relative to the largest |logit| of the
+// row (at least 1): kInt8LogitTolerance. Why this size: each dense layer
+// adds an error bounded by Int8Linear's (checked above) and in practice a
+// random walk of K products each off by ~ step / sqrt(12) (step = 1/255 of
+// the whole tensor's range for activations, 1/254 of the row's largest |w|
+// for weights); these goldens are small models with deliberately wide
+// weights (hidden 96-128, N(0, 0.2^2) weights, LayerNorm gains 1 +- 0.2:
+// "so that mistakes show"), so the per-tensor activation range is wide
+// against typical values, the attention softmax is sharp, and 2-3 layers of
+// 4 dense products plus the pooler compound it: measured worst relative
+// errors 0.13 (cls_factorized), 0.06-0.08 (the other four; this machine,
+// oneDNN on avx512_vnni). 0.2 leaves 1.5x room over that. What it catches: a
+// wrong scale, zero point, bias or weight layout moves the logits by their
+// own size (relative error ~1); the finer scheme (per-channel weights,
+// per-tensor activations) is pinned exactly by the Int8Linear emulation test.
+// Argmaxes are checked outright (classification) or within this tolerance
+// (QA start/end over positions, where near ties exist).
+constexpr double kInt8LogitTolerance = 0.20;
+
+class Int8GoldenTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Int8GoldenTest, KeepsArgmaxAndLogitsNearFp32) {
+  auto fp32 = DebertaModel::Load(GoldenDir(GetParam()), ModelOptions{"fp32", "cpu"});
+  ASSERT_TRUE(fp32.ok()) << fp32.status();
+  auto int8 = DebertaModel::Load(GoldenDir(GetParam()), ModelOptions{"int8", "cpu"});
+  ASSERT_TRUE(int8.ok()) << int8.status();
+  EXPECT_EQ((*int8)->dtype(), "int8");
+  const json golden = ReadGolden(GetParam());
+  json cases = golden["cases"];
+  for (const auto& c : golden.value("extra_cases", json::array())) cases.push_back(c);
+  double worst = 0;  // max |int8 - fp32| / max(1, max |logit|)
+  int argmax_checked = 0;
+  for (const auto& c : cases) {
+    std::vector<std::vector<int64_t>> types;
+    if (c.contains("token_type_ids")) types.push_back(c["token_type_ids"].get<std::vector<int64_t>>());
+    const TokenBatch batch = TokenBatch::Pad({c["input_ids"].get<std::vector<int64_t>>()}, types, 0);
+    auto want = (*fp32)->Run(batch);
+    auto got = (*int8)->Run(batch);
+    ASSERT_TRUE(want.ok() && got.ok()) << want.status() << " " << got.status();
+    const std::string what = GetParam() + " case " + c.value("desc", std::string("extra"));
+    auto compare = [&](const std::vector<float>& g, const std::vector<float>& f, const std::vector<float>& hf,
+                       const char* name) {
+      ASSERT_EQ(g.size(), f.size()) << what;
+      const double scale = std::max(1.0, MaxAbs(f));
+      double diff = 0;
+      for (size_t i = 0; i < g.size(); ++i) diff = std::max(diff, std::fabs(static_cast<double>(g[i]) - f[i]));
+      worst = std::max(worst, diff / scale);
+      EXPECT_LE(diff, kInt8LogitTolerance * scale) << what << " " << name << ": max |int8 - fp32| " << diff;
+      if (g.size() < 2) return;  // a reranker's single score: no argmax
+      ++argmax_checked;
+      EXPECT_EQ(Argmax(f), Argmax(hf)) << what << " " << name << ": fp32 disagrees with Hugging Face";
+      // An argmax may only move where fp32's top two are closer than the
+      // int8 error allowed above (none of the classification goldens are).
+      if (Argmax(g) != Argmax(f)) {
+        EXPECT_LT(TopMargin(f), 2 * kInt8LogitTolerance * scale)
+            << what << " " << name << ": int8 argmax " << Argmax(g) << ", fp32 " << Argmax(f)
+            << " with fp32 margin " << TopMargin(f);
+        ::testing::Test::RecordProperty(what + " " + name + " argmax moved (near tie)", TopMargin(f));
+      }
+    };
+    if (c.contains("logits")) {
+      compare(got->logits, want->logits, Flatten(c["logits"]), "logits");
+      // Classification: the argmax must hold outright.
+      if (got->logits.size() > 1) EXPECT_EQ(Argmax(got->logits), Argmax(Flatten(c["logits"]))) << what;
+    }
+    if (c.contains("start_logits")) {
+      compare(got->start_logits, want->start_logits, Flatten(c["start_logits"]), "start");
+      compare(got->end_logits, want->end_logits, Flatten(c["end_logits"]), "end");
+    }
+  }
+  std::cout << "[ int8     ] " << GetParam() << ": " << cases.size() << " sequences, " << argmax_checked
+            << " argmaxes; worst |int8 - fp32| / max(1, max|logit|) = " << worst << std::endl;
+  RecordProperty("worst_relative_logit_error", std::to_string(worst));
+  EXPECT_GT(worst, 0.0) << "int8 gave fp32's logits exactly: the int8 dense layers did not run";
+}
+
+INSTANTIATE_TEST_SUITE_P(Goldens, Int8GoldenTest,
+                         ::testing::Values("cls_factorized", "qa_c2p_only", "rerank_p2c_nonorm", "albert/albert_cls",
+                                           "albert/albert_qa"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '/', '_');
+                           return name;
+                         });
+
+TEST(Int8Model, RefusesCudaAndUnknownDtypes) {
+  auto bad = DebertaModel::Load(GoldenDir("cls_factorized"), ModelOptions{"int4", "cpu"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("int8"), std::string::npos) << bad.status();
+  if (!torch::cuda::is_available()) return;
+  auto cuda = DebertaModel::Load(GoldenDir("cls_factorized"), ModelOptions{"int8", "cuda"});
+  ASSERT_FALSE(cuda.ok());
+  EXPECT_NE(cuda.status().message().find("CPU only"), std::string::npos) << cuda.status();
+}
+
+}  // namespace
+}  // namespace dserve
