@@ -37,7 +37,11 @@ Files written into DIR:
         (a code-point offset) comes from construction and is re-checked.
         Unanswerable questions ask for a fact the paragraph does not state
         (>= 30% of all questions). Split by paragraph: per manual one paragraph
-        goes to test, one to dev, the rest to train.
+        goes to test, one to dev, the rest to train. Then templated product
+        sheets (product_sheets.py; 320/40/50, split by product), one article
+        per brand: 5 stated attributes each asked once, 3 unstated ones asked
+        as unanswerable questions, so a tiny model has ~1,700 answerable
+        training questions to learn from (the manuals alone give 89).
   rerank_{train,dev,test}.jsonl   {"query", "passage", "label"}: one group of
         contiguous lines per query (an answerable question): its paragraph
         (label 1), 3 other paragraphs of the same manual (hard negatives) and 2
@@ -45,7 +49,8 @@ Files written into DIR:
         split follows the positive paragraph's split.
   mlm_train.txt, mlm_dev.txt   masked-LM corpus (blank lines separate
         documents): the manual paragraphs of the QA train (dev) split, one
-        document per manual, then the train (dev) tickets, one per document.
+        document per manual, the product sheets of that split, one document
+        per brand, then the train (dev) tickets, one per document.
         Test paragraphs and test tickets are in neither.
   stats.json       counts per split, intents, tags, unanswerable fractions.
 """
@@ -55,6 +60,8 @@ import os
 import random
 import re
 import sys
+
+from product_sheets import SHEETS, make_sheets
 
 INTENTS = [
     "billing_dispute", "refund_request", "replacement_request", "password_reset",
@@ -911,6 +918,9 @@ def main(argv=None):
     manuals = build_manuals()
     assign = split_paragraphs(manuals, args.seed)
     qa = make_qa(manuals, assign, args.seed)
+    sheets = make_sheets(args.seed)
+    for s in SPLITS:
+        qa[s]["data"].extend(sheets[s])
     rerank = make_rerank(manuals, assign, args.seed)
 
     for s in SPLITS:
@@ -923,6 +933,7 @@ def main(argv=None):
         for m in manuals:
             paras = [q["context"] for q in m["paragraphs"] if assign[(m["slug"], q["index"])] == s]
             docs.append([m["title"]] + paras)
+        docs.extend([art["title"]] + [para["context"] for para in art["paragraphs"]] for art in sheets[s])
         docs.extend([t["text"]] for t in tickets[s])
         write_docs(p(f"mlm_{s}.txt"), docs)
 
@@ -943,6 +954,8 @@ def main(argv=None):
             "paragraphs": sum(len(art["paragraphs"]) for art in qa[s]["data"]),
             "questions": len(qs), "answerable": len(qs) - n_imp, "unanswerable": n_imp,
             "unanswerable_fraction": round(n_imp / len(qs), 4),
+            "product_sheets": SHEETS[s],
+            "product_sheet_questions": sum(len(para["qas"]) for art in sheets[s] for para in art["paragraphs"]),
         }
         stats["rerank"][s] = {"queries": len(rerank[s]), "pairs": sum(len(g) for g in rerank[s]),
                               "positives": sum(r["label"] for g in rerank[s] for r in g)}

@@ -164,6 +164,40 @@ class DemoData(unittest.TestCase):
         self.assertGreaterEqual(imp / total, 0.30)
         self.assertAlmostEqual(self.stats["qa"]["all"]["unanswerable_fraction"], round(imp / total, 4))
 
+    def test_product_sheets_are_learnable_and_split_by_product(self):
+        # Issue 18 defect 12: enough answerable questions to learn QA (the
+        # manuals alone give 89), unanswerable ones asking for an attribute
+        # the sheet does not state, and no product in two splits.
+        answerable = {}
+        products = {}
+        for s in SPLITS:
+            answerable[s] = 0
+            products[s] = set()
+            sheets = [p for art in self.qa[s]["data"] if art["title"].endswith("product sheets")
+                      for p in art["paragraphs"]]
+            self.assertEqual(len(sheets), self.stats["qa"][s]["product_sheets"], s)
+            for p in sheets:
+                name = re.match(r"The (.+?) is an? ", p["context"]).group(1)
+                products[s].add(name)
+                stated = set()
+                asked_absent = set()
+                for qa in p["qas"]:
+                    self.assertIn(name, qa["question"])
+                    attr = qa["id"].rsplit("-", 1)[1]
+                    if qa["is_impossible"]:
+                        asked_absent.add(attr)
+                    else:
+                        stated.add(attr)
+                        answerable[s] += 1
+                self.assertEqual(len(stated), 5, p["context"])
+                self.assertEqual(len(asked_absent), 3, p["context"])
+                self.assertFalse(stated & asked_absent, p["context"])
+        self.assertGreaterEqual(answerable["train"], 1500)
+        self.assertGreaterEqual(answerable["test"], 200)
+        self.assertFalse(products["train"] & products["test"])
+        self.assertFalse(products["train"] & products["dev"])
+        self.assertFalse(products["dev"] & products["test"])
+
     def test_qa_contexts_do_not_cross_splits(self):
         where = {}
         for s in SPLITS:
