@@ -35,89 +35,109 @@ torch::Tensor AddNorm(const torch::Tensor& x, const torch::Tensor& residual, con
   return torch::layer_norm(x + residual, {x.size(-1)}, w.weight, w.bias, eps);
 }
 
+// How HF's _init_weights starts a tensor (training from scratch, benchmarks).
+enum class InitKind {
+  kNormal,  // normal(0, initializer_range)
+  kZeros,   // biases, LayerNorm beta
+  kOnes,    // LayerNorm gamma
+};
+
+struct TensorSpec {
+  std::string name;  // HF name, "albert." scoped
+  std::vector<int64_t> shape;
+  InitKind init = InitKind::kNormal;
+};
+
+// Sizes `w`'s parameter groups from `c`, for Load and Init.
+AlbertWeights Skeleton(const ModelConfig& c) {
+  AlbertWeights w;
+  const int64_t groups = c.albert ? c.albert->num_hidden_groups : 1;
+  const int64_t inner = c.albert ? c.albert->inner_group_num : 1;
+  w.groups.assign(static_cast<size_t>(groups), std::vector<AlbertLayerWeights>(static_cast<size_t>(inner)));
+  return w;
+}
+
+// ALBERT's tensor schema, declared once: every tensor with its HF name,
+// shape and init, in HF's state_dict order (a layer's full_layer_layer_norm
+// first), bound to its slot in `w`. Load reads, Init draws (in this order;
+// only the normal ones draw) and Named lists the tensors in this order. The
+// groups are `w`'s own (Skeleton for Load and Init). Weights is
+// AlbertWeights or const AlbertWeights; visit(const TensorSpec&, tensor)
+// returns a Status, and the first error stops the walk.
+template <typename Weights, typename Visit>
+absl::Status VisitSchema(const ModelConfig& c, Weights& w, Visit&& visit) {
+  const int64_t V = c.vocab_size, E = c.embedding_dim(), H = c.hidden_size, I = c.intermediate_size;
+  auto one = [&](std::string name, std::vector<int64_t> shape, InitKind init, auto& tensor) {
+    return visit(TensorSpec{std::move(name), std::move(shape), init}, tensor);
+  };
+  auto linear = [&](const std::string& prefix, int64_t out, int64_t in, auto& l) -> absl::Status {
+    RETURN_IF_ERROR(one(prefix + ".weight", {out, in}, InitKind::kNormal, l.weight));
+    return one(prefix + ".bias", {out}, InitKind::kZeros, l.bias);
+  };
+  auto norm = [&](const std::string& prefix, int64_t size, auto& n) -> absl::Status {
+    RETURN_IF_ERROR(one(prefix + ".weight", {size}, InitKind::kOnes, n.weight));
+    return one(prefix + ".bias", {size}, InitKind::kZeros, n.bias);
+  };
+  RETURN_IF_ERROR(one("albert.embeddings.word_embeddings.weight", {V, E}, InitKind::kNormal, w.word));
+  RETURN_IF_ERROR(
+      one("albert.embeddings.position_embeddings.weight", {c.max_position_embeddings, E}, InitKind::kNormal, w.position));
+  RETURN_IF_ERROR(
+      one("albert.embeddings.token_type_embeddings.weight", {c.type_vocab_size, E}, InitKind::kNormal, w.token_type));
+  RETURN_IF_ERROR(norm("albert.embeddings.LayerNorm", E, w.embedding_norm));
+  RETURN_IF_ERROR(linear("albert.encoder.embedding_hidden_mapping_in", H, E, w.embedding_to_hidden));
+  for (size_t g = 0; g < w.groups.size(); ++g) {
+    for (size_t j = 0; j < w.groups[g].size(); ++j) {
+      const std::string p = LayerPrefix(static_cast<int64_t>(g), static_cast<int64_t>(j));
+      auto& l = w.groups[g][j];
+      RETURN_IF_ERROR(norm(p + ".full_layer_layer_norm", H, l.output_norm));
+      RETURN_IF_ERROR(linear(p + ".attention.query", H, H, l.query));
+      RETURN_IF_ERROR(linear(p + ".attention.key", H, H, l.key));
+      RETURN_IF_ERROR(linear(p + ".attention.value", H, H, l.value));
+      RETURN_IF_ERROR(linear(p + ".attention.dense", H, H, l.dense));
+      RETURN_IF_ERROR(norm(p + ".attention.LayerNorm", H, l.attention_norm));
+      RETURN_IF_ERROR(linear(p + ".ffn", I, H, l.ffn));
+      RETURN_IF_ERROR(linear(p + ".ffn_output", H, I, l.ffn_output));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<AlbertWeights> AlbertWeights::Load(const ModelConfig& c, WeightStore& store) {
   if (!c.albert) return absl::InvalidArgumentError("not an ALBERT config (model_type must be \"albert\")");
-  const int64_t V = c.vocab_size, E = c.embedding_dim(), H = c.hidden_size, I = c.intermediate_size;
-  AlbertWeights w;
-  ASSIGN_OR_RETURN(w.word, store.Get("albert.embeddings.word_embeddings.weight", {V, E}));
-  ASSIGN_OR_RETURN(w.position, store.Get("albert.embeddings.position_embeddings.weight", {c.max_position_embeddings, E}));
-  ASSIGN_OR_RETURN(w.token_type, store.Get("albert.embeddings.token_type_embeddings.weight", {c.type_vocab_size, E}));
-  RETURN_IF_ERROR(LoadNorm(store, "albert.embeddings.LayerNorm", E, &w.embedding_norm));
-  RETURN_IF_ERROR(LoadLinear(store, "albert.encoder.embedding_hidden_mapping_in", H, E, &w.embedding_to_hidden));
-  w.groups.resize(static_cast<size_t>(c.albert->num_hidden_groups));
-  for (int64_t g = 0; g < c.albert->num_hidden_groups; ++g) {
-    for (int64_t j = 0; j < c.albert->inner_group_num; ++j) {
-      const std::string p = LayerPrefix(g, j);
-      AlbertLayerWeights l;
-      RETURN_IF_ERROR(LoadLinear(store, p + ".attention.query", H, H, &l.query));
-      RETURN_IF_ERROR(LoadLinear(store, p + ".attention.key", H, H, &l.key));
-      RETURN_IF_ERROR(LoadLinear(store, p + ".attention.value", H, H, &l.value));
-      RETURN_IF_ERROR(LoadLinear(store, p + ".attention.dense", H, H, &l.dense));
-      RETURN_IF_ERROR(LoadNorm(store, p + ".attention.LayerNorm", H, &l.attention_norm));
-      RETURN_IF_ERROR(LoadLinear(store, p + ".ffn", I, H, &l.ffn));
-      RETURN_IF_ERROR(LoadLinear(store, p + ".ffn_output", H, I, &l.ffn_output));
-      RETURN_IF_ERROR(LoadNorm(store, p + ".full_layer_layer_norm", H, &l.output_norm));
-      w.groups[static_cast<size_t>(g)].push_back(std::move(l));
-    }
-  }
+  AlbertWeights w = Skeleton(c);
+  RETURN_IF_ERROR(VisitSchema(c, w, [&](const TensorSpec& spec, torch::Tensor& t) -> absl::Status {
+    ASSIGN_OR_RETURN(t, store.Get(spec.name, spec.shape));
+    return absl::OkStatus();
+  }));
   return w;
 }
 
 AlbertWeights AlbertWeights::Init(const ModelConfig& c, torch::ScalarType dtype, const torch::Device& device) {
   const auto opts = torch::TensorOptions().dtype(dtype).device(device);
-  const int64_t E = c.embedding_dim(), H = c.hidden_size, I = c.intermediate_size;
-  auto normal = [&](std::vector<int64_t> shape) { return torch::randn(shape, opts) * c.initializer_range; };
-  auto linear = [&](int64_t out, int64_t in) { return LinearWeights{normal({out, in}), torch::zeros({out}, opts)}; };
-  auto norm = [&](int64_t n) { return NormWeights{torch::ones({n}, opts), torch::zeros({n}, opts)}; };
-  AlbertWeights w;
-  w.word = normal({c.vocab_size, E});
-  w.position = normal({c.max_position_embeddings, E});
-  w.token_type = normal({c.type_vocab_size, E});
-  w.embedding_norm = norm(E);
-  w.embedding_to_hidden = linear(H, E);
-  const int64_t groups = c.albert ? c.albert->num_hidden_groups : 1;
-  const int64_t inner = c.albert ? c.albert->inner_group_num : 1;
-  w.groups.resize(static_cast<size_t>(groups));
-  for (auto& group : w.groups) {
-    for (int64_t j = 0; j < inner; ++j) {
-      group.push_back({linear(H, H), linear(H, H), linear(H, H), linear(H, H), norm(H), linear(I, H), linear(H, I),
-                       norm(H)});
+  AlbertWeights w = Skeleton(c);
+  absl::Status status = VisitSchema(c, w, [&](const TensorSpec& spec, torch::Tensor& t) {
+    switch (spec.init) {
+      case InitKind::kNormal: t = torch::randn(spec.shape, opts) * c.initializer_range; break;
+      case InitKind::kZeros: t = torch::zeros(spec.shape, opts); break;
+      case InitKind::kOnes: t = torch::ones(spec.shape, opts); break;
     }
-  }
+    return absl::OkStatus();
+  });
+  (void)status;  // the visitor never fails
   return w;
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> AlbertWeights::Named() const {
   std::vector<std::pair<std::string, torch::Tensor>> out;
-  auto linear = [&](const std::string& name, const LinearWeights& w) {
-    out.emplace_back(name + ".weight", w.weight);
-    out.emplace_back(name + ".bias", w.bias);
-  };
-  auto norm = [&](const std::string& name, const NormWeights& w) {
-    out.emplace_back(name + ".weight", w.weight);
-    out.emplace_back(name + ".bias", w.bias);
-  };
-  out.emplace_back("albert.embeddings.word_embeddings.weight", word);
-  out.emplace_back("albert.embeddings.position_embeddings.weight", position);
-  out.emplace_back("albert.embeddings.token_type_embeddings.weight", token_type);
-  norm("albert.embeddings.LayerNorm", embedding_norm);
-  linear("albert.encoder.embedding_hidden_mapping_in", embedding_to_hidden);
-  for (size_t g = 0; g < groups.size(); ++g) {
-    for (size_t j = 0; j < groups[g].size(); ++j) {
-      const std::string p = LayerPrefix(static_cast<int64_t>(g), static_cast<int64_t>(j));
-      const AlbertLayerWeights& l = groups[g][j];
-      norm(p + ".full_layer_layer_norm", l.output_norm);
-      linear(p + ".attention.query", l.query);
-      linear(p + ".attention.key", l.key);
-      linear(p + ".attention.value", l.value);
-      linear(p + ".attention.dense", l.dense);
-      norm(p + ".attention.LayerNorm", l.attention_norm);
-      linear(p + ".ffn", l.ffn);
-      linear(p + ".ffn_output", l.ffn_output);
-    }
-  }
+  // Named has no config: the schema's shapes (unused here) come from a
+  // default one; the structure is this object's.
+  absl::Status status = VisitSchema(ModelConfig(), *this, [&](const TensorSpec& spec, const torch::Tensor& t) {
+    out.emplace_back(spec.name, t);
+    return absl::OkStatus();
+  });
+  (void)status;  // the visitor never fails
   return out;
 }
 

@@ -58,65 +58,116 @@ std::string LayerPrefix(int64_t i) { return absl::StrCat("deberta.encoder.layer.
 
 }  // namespace
 
+// ----------------------------------------------------------------- schema --
+
+namespace {
+
+// How HF's _init_weights starts a tensor when training from scratch.
+enum class InitKind {
+  kNormal,     // normal(0, initializer_range)
+  kWordTable,  // normal, with the pad_token_id row zeroed (nn.Embedding's padding_idx)
+  kZeros,      // biases, LayerNorm beta
+  kOnes,       // LayerNorm gamma
+};
+
+struct TensorSpec {
+  std::string name;  // HF name, "deberta." scoped
+  std::vector<int64_t> shape;
+  InitKind init = InitKind::kNormal;
+  // Load takes it when present with `shape` and leaves it undefined
+  // otherwise; Init draws it all the same. Only the absolute position table
+  // without position_biased_input: the encoder does not use it (the EMD of
+  // MLM training does), and Hub v3 files may carry one of another shape,
+  // which HF ignores too.
+  bool optional = false;
+};
+
+// Sizes `w`'s structure (stored layers, the conv) from `c`, for Load and Init.
+EncoderWeights Skeleton(const ModelConfig& c) {
+  EncoderWeights w;
+  w.layers.resize(static_cast<size_t>(NumStoredLayers(c)));
+  if (c.conv_kernel_size > 0) w.conv.emplace();
+  return w;
+}
+
+// The encoder's tensor schema, declared once: every tensor with its HF name,
+// shape and init, in HF's state_dict order, bound to its slot in `w`. Load
+// reads, Init draws (this order is the order of the random draws) and Named
+// lists the tensors in this order. The structure (w.layers' size, w.conv) is
+// `w`'s own: Skeleton for Load and Init. Weights is EncoderWeights or const
+// EncoderWeights; visit(const TensorSpec&, torch::Tensor& or const
+// torch::Tensor&) returns a Status, and the first error stops the walk.
+template <typename Weights, typename Visit>
+absl::Status VisitSchema(const ModelConfig& c, Weights& w, Visit&& visit) {
+  const int64_t H = c.hidden_size, E = c.embedding_size, A = c.num_attention_heads * c.head_size(),
+                I = c.intermediate_size;
+  auto one = [&](std::string name, std::vector<int64_t> shape, InitKind init, auto& tensor, bool optional = false) {
+    return visit(TensorSpec{std::move(name), std::move(shape), init, optional}, tensor);
+  };
+  auto linear = [&](const std::string& prefix, int64_t out, int64_t in, auto& l) -> absl::Status {
+    RETURN_IF_ERROR(one(prefix + ".weight", {out, in}, InitKind::kNormal, l.weight));
+    return one(prefix + ".bias", {out}, InitKind::kZeros, l.bias);
+  };
+  auto norm = [&](const std::string& prefix, int64_t size, auto& n) -> absl::Status {
+    RETURN_IF_ERROR(one(prefix + ".weight", {size}, InitKind::kOnes, n.weight));
+    return one(prefix + ".bias", {size}, InitKind::kZeros, n.bias);
+  };
+  auto& emb = w.embeddings;
+  RETURN_IF_ERROR(one("deberta.embeddings.word_embeddings.weight", {c.vocab_size, E}, InitKind::kWordTable, emb.word));
+  RETURN_IF_ERROR(one("deberta.embeddings.position_embeddings.weight", {c.max_position_embeddings, E},
+                      InitKind::kNormal, emb.position, /*optional=*/!c.position_biased_input));
+  if (c.type_vocab_size > 0) {
+    RETURN_IF_ERROR(one("deberta.embeddings.token_type_embeddings.weight", {c.type_vocab_size, E}, InitKind::kNormal,
+                        emb.token_type));
+  }
+  if (E != H) RETURN_IF_ERROR(one("deberta.embeddings.embed_proj.weight", {H, E}, InitKind::kNormal, emb.projection));
+  RETURN_IF_ERROR(norm("deberta.embeddings.LayerNorm", H, emb.norm));
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    const std::string p = LayerPrefix(static_cast<int64_t>(i));
+    auto& layer = w.layers[i];
+    auto& at = layer.attention;
+    RETURN_IF_ERROR(linear(p + ".attention.self.query_proj", A, H, at.query));
+    RETURN_IF_ERROR(linear(p + ".attention.self.key_proj", A, H, at.key));
+    RETURN_IF_ERROR(linear(p + ".attention.self.value_proj", A, H, at.value));
+    if (c.relative_attention && !c.share_att_key) {
+      if (c.has_c2p()) RETURN_IF_ERROR(linear(p + ".attention.self.pos_key_proj", A, H, at.pos_key));
+      if (c.has_p2c()) RETURN_IF_ERROR(linear(p + ".attention.self.pos_query_proj", A, H, at.pos_query));
+    }
+    RETURN_IF_ERROR(linear(p + ".attention.output.dense", H, A, at.output));
+    RETURN_IF_ERROR(norm(p + ".attention.output.LayerNorm", H, at.output_norm));
+    RETURN_IF_ERROR(linear(p + ".intermediate.dense", I, H, layer.intermediate));
+    RETURN_IF_ERROR(linear(p + ".output.dense", H, I, layer.output));
+    RETURN_IF_ERROR(norm(p + ".output.LayerNorm", H, layer.output_norm));
+  }
+  if (c.relative_attention) {
+    RETURN_IF_ERROR(
+        one("deberta.encoder.rel_embeddings.weight", {2 * c.att_span(), H}, InitKind::kNormal, w.rel_embeddings));
+    if (c.norm_rel_embeddings()) RETURN_IF_ERROR(norm("deberta.encoder.LayerNorm", H, w.rel_norm));
+  }
+  if (w.conv) {
+    RETURN_IF_ERROR(one("deberta.encoder.conv.conv.weight", {H, H / c.conv_groups, c.conv_kernel_size},
+                        InitKind::kNormal, w.conv->weight));
+    RETURN_IF_ERROR(one("deberta.encoder.conv.conv.bias", {H}, InitKind::kZeros, w.conv->bias));
+    RETURN_IF_ERROR(norm("deberta.encoder.conv.LayerNorm", H, w.conv->norm));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 // ---------------------------------------------------------------- weights --
 
 absl::StatusOr<EncoderWeights> EncoderWeights::Load(const ModelConfig& c, WeightStore& store) {
-  EncoderWeights w;
-  const int64_t H = c.hidden_size, E = c.embedding_size, A = c.num_attention_heads * c.head_size();
-  auto& emb = w.embeddings;
-  ASSIGN_OR_RETURN(emb.word, store.Get("deberta.embeddings.word_embeddings.weight", {c.vocab_size, E}));
-  if (c.position_biased_input) {
-    ASSIGN_OR_RETURN(emb.position, store.Get("deberta.embeddings.position_embeddings.weight",
-                                             {c.max_position_embeddings, E}));
-  } else {
-    // Unused by the encoder here (the EMD of MLM training adds it); Hub v3
-    // files may carry one of another shape, which HF ignores too.
-    ASSIGN_OR_RETURN(emb.position, store.GetOptional("deberta.embeddings.position_embeddings.weight"));
-    if (emb.position.defined() && emb.position.sizes() != torch::IntArrayRef({c.max_position_embeddings, E})) {
-      emb.position = torch::Tensor();
+  EncoderWeights w = Skeleton(c);
+  RETURN_IF_ERROR(VisitSchema(c, w, [&](const TensorSpec& spec, torch::Tensor& t) -> absl::Status {
+    if (!spec.optional) {
+      ASSIGN_OR_RETURN(t, store.Get(spec.name, spec.shape));
+      return absl::OkStatus();
     }
-  }
-  if (c.type_vocab_size > 0) {
-    ASSIGN_OR_RETURN(emb.token_type, store.Get("deberta.embeddings.token_type_embeddings.weight",
-                                               {c.type_vocab_size, E}));
-  }
-  if (E != H) { ASSIGN_OR_RETURN(emb.projection, store.Get("deberta.embeddings.embed_proj.weight", {H, E})); }
-  RETURN_IF_ERROR(LoadNorm(store, "deberta.embeddings.LayerNorm", H, &emb.norm));
-
-  for (int64_t i = 0; i < NumStoredLayers(c); ++i) {
-    LayerWeights layer;
-    const std::string p = LayerPrefix(i);
-    auto& at = layer.attention;
-    RETURN_IF_ERROR(LoadLinear(store, p + ".attention.self.query_proj", A, H, &at.query));
-    RETURN_IF_ERROR(LoadLinear(store, p + ".attention.self.key_proj", A, H, &at.key));
-    RETURN_IF_ERROR(LoadLinear(store, p + ".attention.self.value_proj", A, H, &at.value));
-    if (c.relative_attention && !c.share_att_key) {
-      if (c.has_c2p())
-        RETURN_IF_ERROR(LoadLinear(store, p + ".attention.self.pos_key_proj", A, H, &at.pos_key));
-      if (c.has_p2c())
-        RETURN_IF_ERROR(LoadLinear(store, p + ".attention.self.pos_query_proj", A, H, &at.pos_query));
-    }
-    RETURN_IF_ERROR(LoadLinear(store, p + ".attention.output.dense", H, A, &at.output));
-    RETURN_IF_ERROR(LoadNorm(store, p + ".attention.output.LayerNorm", H, &at.output_norm));
-    RETURN_IF_ERROR(LoadLinear(store, p + ".intermediate.dense", c.intermediate_size, H,
-                               &layer.intermediate));
-    RETURN_IF_ERROR(LoadLinear(store, p + ".output.dense", H, c.intermediate_size, &layer.output));
-    RETURN_IF_ERROR(LoadNorm(store, p + ".output.LayerNorm", H, &layer.output_norm));
-    w.layers.push_back(std::move(layer));
-  }
-  if (c.relative_attention) {
-    ASSIGN_OR_RETURN(w.rel_embeddings,
-                     store.Get("deberta.encoder.rel_embeddings.weight", {2 * c.att_span(), H}));
-    if (c.norm_rel_embeddings()) RETURN_IF_ERROR(LoadNorm(store, "deberta.encoder.LayerNorm", H, &w.rel_norm));
-  }
-  if (c.conv_kernel_size > 0) {
-    ConvWeights conv;
-    ASSIGN_OR_RETURN(conv.weight, store.Get("deberta.encoder.conv.conv.weight",
-                                            {H, H / c.conv_groups, c.conv_kernel_size}));
-    ASSIGN_OR_RETURN(conv.bias, store.Get("deberta.encoder.conv.conv.bias", {H}));
-    RETURN_IF_ERROR(LoadNorm(store, "deberta.encoder.conv.LayerNorm", H, &conv.norm));
-    w.conv = std::move(conv);
-  }
+    ASSIGN_OR_RETURN(t, store.GetOptional(spec.name));
+    if (t.defined() && t.sizes() != torch::IntArrayRef(spec.shape)) t = torch::Tensor();
+    return absl::OkStatus();
+  }));
   return w;
 }
 
@@ -124,86 +175,30 @@ EncoderWeights EncoderWeights::Init(const ModelConfig& c, torch::ScalarType dtyp
                                     const torch::Device& device) {
   const auto opts = torch::TensorOptions().dtype(dtype).device(device);
   const double std = c.initializer_range;
-  auto normal = [&](std::vector<int64_t> shape) { return torch::randn(shape, opts) * std; };
-  auto linear = [&](int64_t out, int64_t in, bool bias) {
-    return LinearWeights{normal({out, in}), bias ? torch::zeros({out}, opts) : torch::Tensor()};
-  };
-  auto norm = [&](int64_t n) { return NormWeights{torch::ones({n}, opts), torch::zeros({n}, opts)}; };
-  const int64_t H = c.hidden_size, E = c.embedding_size, A = c.num_attention_heads * c.head_size();
-  EncoderWeights w;
-  w.embeddings.word = normal({c.vocab_size, E});
-  if (c.pad_token_id >= 0 && c.pad_token_id < c.vocab_size) w.embeddings.word[c.pad_token_id].zero_();
-  w.embeddings.position = normal({c.max_position_embeddings, E});
-  if (c.type_vocab_size > 0) w.embeddings.token_type = normal({c.type_vocab_size, E});
-  if (E != H) w.embeddings.projection = normal({H, E});
-  w.embeddings.norm = norm(H);
-  for (int64_t i = 0; i < NumStoredLayers(c); ++i) {
-    LayerWeights l;
-    l.attention.query = linear(A, H, true);
-    l.attention.key = linear(A, H, true);
-    l.attention.value = linear(A, H, true);
-    if (c.relative_attention && !c.share_att_key) {
-      if (c.has_c2p()) l.attention.pos_key = linear(A, H, true);
-      if (c.has_p2c()) l.attention.pos_query = linear(A, H, true);
+  EncoderWeights w = Skeleton(c);
+  absl::Status status = VisitSchema(c, w, [&](const TensorSpec& spec, torch::Tensor& t) {
+    switch (spec.init) {
+      case InitKind::kNormal: t = torch::randn(spec.shape, opts) * std; break;
+      case InitKind::kWordTable:
+        t = torch::randn(spec.shape, opts) * std;
+        if (c.pad_token_id >= 0 && c.pad_token_id < c.vocab_size) t[c.pad_token_id].zero_();
+        break;
+      case InitKind::kZeros: t = torch::zeros(spec.shape, opts); break;
+      case InitKind::kOnes: t = torch::ones(spec.shape, opts); break;
     }
-    l.attention.output = linear(H, A, true);
-    l.attention.output_norm = norm(H);
-    l.intermediate = linear(c.intermediate_size, H, true);
-    l.output = linear(H, c.intermediate_size, true);
-    l.output_norm = norm(H);
-    w.layers.push_back(std::move(l));
-  }
-  if (c.relative_attention) {
-    w.rel_embeddings = normal({2 * c.att_span(), H});
-    if (c.norm_rel_embeddings()) w.rel_norm = norm(H);
-  }
-  if (c.conv_kernel_size > 0) {
-    w.conv = ConvWeights{normal({H, H / c.conv_groups, c.conv_kernel_size}), torch::zeros({H}, opts),
-                         norm(H)};
-  }
+    return absl::OkStatus();
+  });
+  (void)status;  // the visitor never fails
   return w;
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> EncoderWeights::Named(const ModelConfig& c) const {
   std::vector<std::pair<std::string, torch::Tensor>> out;
-  auto add = [&](const std::string& name, const torch::Tensor& t) {
-    if (t.defined()) out.emplace_back(name, t);
-  };
-  auto add_linear = [&](const std::string& p, const LinearWeights& w) {
-    add(p + ".weight", w.weight);
-    add(p + ".bias", w.bias);
-  };
-  auto add_norm = [&](const std::string& p, const NormWeights& w) {
-    add(p + ".weight", w.weight);
-    add(p + ".bias", w.bias);
-  };
-  add("deberta.embeddings.word_embeddings.weight", embeddings.word);
-  add("deberta.embeddings.position_embeddings.weight", embeddings.position);
-  add("deberta.embeddings.token_type_embeddings.weight", embeddings.token_type);
-  add("deberta.embeddings.embed_proj.weight", embeddings.projection);
-  add_norm("deberta.embeddings.LayerNorm", embeddings.norm);
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const std::string p = LayerPrefix(static_cast<int64_t>(i));
-    const auto& l = layers[i];
-    add_linear(p + ".attention.self.query_proj", l.attention.query);
-    add_linear(p + ".attention.self.key_proj", l.attention.key);
-    add_linear(p + ".attention.self.value_proj", l.attention.value);
-    add_linear(p + ".attention.self.pos_key_proj", l.attention.pos_key);
-    add_linear(p + ".attention.self.pos_query_proj", l.attention.pos_query);
-    add_linear(p + ".attention.output.dense", l.attention.output);
-    add_norm(p + ".attention.output.LayerNorm", l.attention.output_norm);
-    add_linear(p + ".intermediate.dense", l.intermediate);
-    add_linear(p + ".output.dense", l.output);
-    add_norm(p + ".output.LayerNorm", l.output_norm);
-  }
-  add("deberta.encoder.rel_embeddings.weight", rel_embeddings);
-  add_norm("deberta.encoder.LayerNorm", rel_norm);
-  if (conv) {
-    add("deberta.encoder.conv.conv.weight", conv->weight);
-    add("deberta.encoder.conv.conv.bias", conv->bias);
-    add_norm("deberta.encoder.conv.LayerNorm", conv->norm);
-  }
-  (void)c;
+  absl::Status status = VisitSchema(c, *this, [&](const TensorSpec& spec, const torch::Tensor& t) {
+    if (t.defined()) out.emplace_back(spec.name, t);  // e.g. a position table Load did not find
+    return absl::OkStatus();
+  });
+  (void)status;  // the visitor never fails
   return out;
 }
 
