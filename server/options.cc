@@ -91,7 +91,7 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
   app->add_option("--http-threads", o->http_threads, "HTTP server threads (keep-alive connections served at once)")
       ->capture_default_str();
   app->add_option("--device", o->device, "auto|cpu|cuda|cuda:N")->capture_default_str();
-  app->add_option("--dtype", o->dtype, "fp32|bf16|fp16")->capture_default_str();
+  app->add_option("--dtype", o->dtype, "fp32|bf16|fp16|int8 (int8: dense layers quantized, CPU only; README)")->capture_default_str();
   app->add_option("--workers", o->workers, "worker threads per model (0 = auto)")->capture_default_str();
   app->add_option("--threads-per-worker", o->threads_per_worker, "intra-op threads per worker (0 = auto)")
       ->capture_default_str();

@@ -23,9 +23,15 @@ torch::Tensor Linear(const torch::Tensor& x, const LinearWeights& w) {
   return torch::linear(x, w.weight, w.bias);
 }
 
-// `int8` when packed and x can take it (inference), else Linear(x, w).
-torch::Tensor Linear(const torch::Tensor& x, const LinearWeights& w, const Int8Linear* int8) {
-  if (int8 != nullptr && int8->defined() && Int8LinearApplies(x)) return int8->Forward(x);
+// `int8` when packed and x can take it (inference), else Linear(x, w). x
+// [B, L, K] with one length per sequence: each sequence quantized over its
+// own valid rows.
+torch::Tensor Linear(const torch::Tensor& x, const LinearWeights& w, const Int8Linear* int8,
+                     const std::vector<int64_t>& lengths) {
+  if (int8 != nullptr && int8->defined() && Int8LinearApplies(x)) {
+    if (x.dim() == 3 && static_cast<int64_t>(lengths.size()) == x.size(0)) return int8->Forward(x, lengths);
+    return int8->Forward(x);
+  }
   return Linear(x, w);
 }
 
@@ -226,7 +232,8 @@ torch::Tensor AlbertEncoder::Embed(const EncoderInput& input, const Dropout& dro
 }
 
 torch::Tensor AlbertEncoder::Layer(const AlbertLayerWeights& w, const Fused* fused, const torch::Tensor& hidden,
-                                   const torch::Tensor& key_bias, const Dropout& dropout) const {
+                                   const torch::Tensor& key_bias, const std::vector<int64_t>& lengths,
+                                   const Dropout& dropout) const {
   const int64_t B = hidden.size(0), L = hidden.size(1), H = hidden.size(2);
   // [B, L, 3, heads, d] -> three [B, heads, L, d]. Without precomputed
   // weights (training) the fused QKV is built from the live ones.
@@ -235,7 +242,7 @@ torch::Tensor AlbertEncoder::Layer(const AlbertLayerWeights& w, const Fused* fus
             : LinearWeights{torch::cat({w.query.weight, w.key.weight, w.value.weight}, 0),
                             torch::cat({w.query.bias, w.key.bias, w.value.bias}, 0)};
   const Int8Layer* int8 = fused ? fused->int8.get() : nullptr;
-  const auto qkv = Linear(hidden, qkv_weights, int8 ? &int8->qkv : nullptr)
+  const auto qkv = Linear(hidden, qkv_weights, int8 ? &int8->qkv : nullptr, lengths)
                        .view({B, L, 3, heads_, head_size_})
                        .permute({2, 0, 3, 1, 4});
   const auto q = qkv[0], k = qkv[1], v = qkv[2];
@@ -244,11 +251,12 @@ torch::Tensor AlbertEncoder::Layer(const AlbertLayerWeights& w, const Fused* fus
   // Softmax in float32 (bf16 scores keep their argmax but not their sum).
   const auto probs = MaybeDropout(torch::softmax(scores, -1, torch::kFloat).to(hidden.scalar_type()), dropout.attention);
   const auto context = torch::matmul(probs, v).permute({0, 2, 1, 3}).reshape({B, L, H});
-  const auto projected = MaybeDropout(Linear(context, w.dense, int8 ? &int8->dense : nullptr), dropout.hidden);
+  const auto projected =
+      MaybeDropout(Linear(context, w.dense, int8 ? &int8->dense : nullptr, lengths), dropout.hidden);
   const auto attended = AddNorm(projected, hidden, w.attention_norm, config_.layer_norm_eps);
   const Activation& act = torch::GradMode::is_enabled() ? act_ : act_in_place_;
-  const auto inner = act(Linear(attended, w.ffn, int8 ? &int8->ffn : nullptr));
-  return AddNorm(Linear(inner, w.ffn_output, int8 ? &int8->ffn_output : nullptr), attended, w.output_norm,
+  const auto inner = act(Linear(attended, w.ffn, int8 ? &int8->ffn : nullptr, lengths));
+  return AddNorm(Linear(inner, w.ffn_output, int8 ? &int8->ffn_output : nullptr, lengths), attended, w.output_norm,
                  config_.layer_norm_eps);
 }
 
@@ -275,10 +283,13 @@ torch::Tensor AlbertEncoder::Forward(const EncoderInput& input, const Dropout& d
   const auto key_bias = ((1 - input.attention_mask).to(hidden.scalar_type()) * lowest).view(
       {input.attention_mask.size(0), 1, 1, input.attention_mask.size(1)});
   const int64_t n = config_.num_hidden_layers, groups = config_.albert->num_hidden_groups;
+  const bool int8 = !fused_.empty() && !fused_[0].empty() && fused_[0][0].int8 != nullptr;
+  const std::vector<int64_t> lengths = int8 ? ValidLengths(input.attention_mask) : std::vector<int64_t>();
   for (int64_t i = 0; i < n; ++i) {
     const size_t g = static_cast<size_t>(GroupOfLayer(i, n, groups));
     for (size_t j = 0; j < weights_.groups[g].size(); ++j) {
-      hidden = Layer(weights_.groups[g][j], fused_.empty() ? nullptr : &fused_[g][j], hidden, key_bias, dropout);
+      hidden = Layer(weights_.groups[g][j], fused_.empty() ? nullptr : &fused_[g][j], hidden, key_bias, lengths,
+                     dropout);
     }
   }
   return hidden;

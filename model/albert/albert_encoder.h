@@ -95,8 +95,11 @@ class AlbertEncoder {
   };
   AlbertEncoder(const ModelConfig& config, AlbertWeights weights);
   torch::Tensor Embed(const EncoderInput& input, const Dropout& dropout) const;
+  // `lengths`: each sequence's valid rows, for the int8 dense layers (empty
+  // without them).
   torch::Tensor Layer(const AlbertLayerWeights& w, const Fused* fused, const torch::Tensor& hidden,
-                      const torch::Tensor& key_bias, const Dropout& dropout) const;
+                      const torch::Tensor& key_bias, const std::vector<int64_t>& lengths,
+                      const Dropout& dropout) const;
 
   ModelConfig config_;
   AlbertWeights weights_;

@@ -443,6 +443,39 @@ torch::Tensor Int8Linear::Forward(const torch::Tensor& x) const {
   return packed_->params->apply_dynamic(rows, packed_->reduce_range).view(shape);
 }
 
+torch::Tensor Int8Linear::Forward(const torch::Tensor& x, const std::vector<int64_t>& lengths) const {
+  RECORD_FUNCTION("dserve::int8_linear_per_sequence", std::vector<c10::IValue>());
+  TORCH_CHECK(defined(), "int8 linear: not packed");
+  TORCH_CHECK(Int8LinearApplies(x) && x.dim() == 3 && x.size(2) == packed_->in,
+              "int8 linear: input must be float32 [B, L, ", packed_->in, "] on CPU, autograd off");
+  const int64_t B = x.size(0), L = x.size(1);
+  TORCH_CHECK(static_cast<int64_t>(lengths.size()) == B, "int8 linear: ", lengths.size(), " lengths for ", B,
+              " sequences");
+  const torch::Tensor in = x.contiguous();
+  auto out = torch::empty({B, L, packed_->out}, in.options());
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t n = lengths[static_cast<size_t>(b)];
+    TORCH_CHECK(n >= 0 && n <= L, "int8 linear: length ", n, " outside [0, ", L, "]");
+    torch::Tensor row = out[b];
+    if (n > 0) row.narrow(0, 0, n).copy_(packed_->params->apply_dynamic(in[b].narrow(0, 0, n), packed_->reduce_range));
+    if (n < L) row.narrow(0, n, L - n).zero_();
+  }
+  return out;
+}
+
+std::vector<int64_t> ValidLengths(const torch::Tensor& attention_mask) {
+  TORCH_CHECK(attention_mask.dim() == 2, "attention mask must be [B, L]");
+  const int64_t L = attention_mask.size(1);
+  // (j + 1) where mask[b, j] != 0, else 0; the max over j is the last valid row + 1.
+  const torch::Tensor last = (attention_mask.ne(0).to(torch::kLong) *
+                              torch::arange(1, L + 1, attention_mask.options().dtype(torch::kLong)))
+                                 .amax(1)
+                                 .to(torch::kCPU)
+                                 .contiguous();
+  const int64_t* p = last.data_ptr<int64_t>();
+  return std::vector<int64_t>(p, p + last.numel());
+}
+
 int64_t Int8Linear::in_features() const { return packed_ ? packed_->in : 0; }
 int64_t Int8Linear::out_features() const { return packed_ ? packed_->out : 0; }
 const torch::Tensor& Int8Linear::weight_scales() const {

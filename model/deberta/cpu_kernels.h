@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -100,6 +101,7 @@ std::string Int8Engine();
 // Weights: per output channel j, symmetric: scale_j = max_k |W[j, k]| / 127,
 // W_q[j, k] = round(W[j, k] / scale_j) in [-127, 127], zero point 0.
 // Activations: per tensor (LibTorch's dynamic linear has no per-row mode),
+// and with `lengths` per sequence over its valid rows only (below),
 // asymmetric uint8 over [min(x, 0), max(x, 0)]: a = (max - min) / levels,
 // z = round(-min / a), x_q = clamp(round(x / a) + z, 0, levels), where
 // levels = activation_levels(): 255, or 127 on a CPU without VNNI (its
@@ -108,8 +110,11 @@ std::string Int8Engine();
 // bias in float32. So |x - x_dq| <= a per element (half a step of rounding,
 // half a step of zero-point rounding) and |W - W_dq| <= scale_j / 2.
 //
-// Per-tensor activation ranges make a row's result depend (within the
-// quantization error) on the other rows of its batch.
+// One range over a whole padded batch made a sequence's result depend on
+// the others in its batch and on its padding: on the cls_factorized golden, a
+// batch of 4 moved an argmax (fp32 margin 0.49) that each sequence alone
+// kept. Forward with `lengths` gives each sequence its own range over its
+// valid rows, so its result is the same in any batch and with any padding.
 //
 // Thread safety: immutable after Pack; Forward is const and may run on
 // several threads at once (LibTorch's oneDNN path keeps no per-call state in
@@ -122,8 +127,14 @@ class Int8Linear {
   static Int8Linear Pack(const torch::Tensor& weight, const torch::Tensor& bias);
 
   bool defined() const { return packed_ != nullptr; }
-  // x [..., K] float32 on CPU -> [..., N] float32.
+  // x [..., K] float32 on CPU -> [..., N] float32, one activation range
+  // for all of x.
   torch::Tensor Forward(const torch::Tensor& x) const;
+  // x [B, L, K] right-padded sequences, lengths[b] in [0, L] the rows of
+  // sequence b that count: each sequence's rows [0, lengths[b]) are
+  // quantized with their own range and multiplied (one GEMM per sequence);
+  // its rows past lengths[b] are padding, not computed, and 0 in the result.
+  torch::Tensor Forward(const torch::Tensor& x, const std::vector<int64_t>& lengths) const;
 
   int64_t in_features() const;
   int64_t out_features() const;
@@ -140,5 +151,10 @@ class Int8Linear {
 
 // True when Int8Linear::Forward can take x: float32, CPU, autograd off.
 bool Int8LinearApplies(const torch::Tensor& x);
+
+// Per row of a [B, L] attention mask (integer, any device): the index of its
+// last nonzero entry + 1 (0 for an all-zero row), the rows of each sequence
+// Int8Linear::Forward(x, lengths) computes.
+std::vector<int64_t> ValidLengths(const torch::Tensor& attention_mask);
 
 }  // namespace dserve

@@ -25,8 +25,14 @@ torch::Tensor Linear(const torch::Tensor& x, const LinearWeights& w, bool fused)
 }
 
 // `int8` when packed and x can take it (inference), else Linear(x, w, fused).
-torch::Tensor Linear(const torch::Tensor& x, const LinearWeights& w, bool fused, const Int8Linear* int8) {
-  if (int8 != nullptr && int8->defined() && Int8LinearApplies(x)) return int8->Forward(x);
+// x [B, L, K] with one length per sequence: each sequence quantized over its
+// own valid rows.
+torch::Tensor Linear(const torch::Tensor& x, const LinearWeights& w, bool fused, const Int8Linear* int8,
+                     const std::vector<int64_t>& lengths) {
+  if (int8 != nullptr && int8->defined() && Int8LinearApplies(x)) {
+    if (x.dim() == 3 && static_cast<int64_t>(lengths.size()) == x.size(0)) return int8->Forward(x, lengths);
+    return int8->Forward(x);
+  }
   return Linear(x, w, fused);
 }
 
@@ -338,6 +344,7 @@ DebertaEncoder::Masks DebertaEncoder::MakeMasks(const torch::Tensor& attention_m
   Masks masks;
   masks.bias = (1.0 - keep) * lowest;
   masks.keys = attention_mask.ne(0).to(torch::kByte).contiguous();
+  if (options_.int8_linear) masks.lengths = ValidLengths(attention_mask);
   return masks;
 }
 
@@ -369,13 +376,15 @@ torch::Tensor DebertaEncoder::Attention(const LayerWeights& layer, const LayerCa
   const Int8Layer* int8 = cache.int8.get();
   auto finish = [&](const torch::Tensor& context) {
     return AddNorm(Linear(context, layer.attention.output, options_.kernels.linear,
-                          int8 ? &int8->attention_output : nullptr),
+                          int8 ? &int8->attention_output : nullptr, masks.lengths),
                    residual,
                    layer.attention.output_norm, config_.layer_norm_eps, dropout.hidden, options_.kernels.add_layer_norm);
   };
   torch::Tensor q, k, v;  // [B, h, L, d]; q carries the score scale once
   if (query_states == nullptr) {
-    torch::Tensor fused = Linear(hidden, cache.qkv, options_.kernels.linear);  // [B, L, 3*h*d], queries pre-scaled
+    // [B, L, 3*h*d], queries pre-scaled
+    torch::Tensor fused =
+        Linear(hidden, cache.qkv, options_.kernels.linear, int8 ? &int8->qkv : nullptr, masks.lengths);
     // bf16 with several intra-op threads: torch's path is faster (v3-base 8x128,
     // 2 threads: 0.63 s per forward without the fused attention vs 0.72 s with
     // it; at 1 thread the fused one is faster, 1.14 vs 1.18 CPU s), so the
@@ -443,9 +452,11 @@ torch::Tensor DebertaEncoder::LayerImpl(int64_t index, const LayerCache& cache,
   auto attention = Attention(layer, cache, hidden, query_states, masks, relative, dropout);
   // The intermediate is a temporary: without autograd, activate it in place.
   const Int8Layer* int8 = cache.int8.get();
-  auto inner = Linear(attention, layer.intermediate, options_.kernels.linear, int8 ? &int8->intermediate : nullptr);
+  auto inner = Linear(attention, layer.intermediate, options_.kernels.linear, int8 ? &int8->intermediate : nullptr,
+                      masks.lengths);
   inner = at::GradMode::is_enabled() ? hidden_act_(inner) : hidden_act_in_place_(inner);
-  return AddNorm(Linear(inner, layer.output, options_.kernels.linear, int8 ? &int8->output : nullptr), attention,
+  return AddNorm(Linear(inner, layer.output, options_.kernels.linear, int8 ? &int8->output : nullptr, masks.lengths),
+                 attention,
                  layer.output_norm,
                  config_.layer_norm_eps, dropout.hidden, options_.kernels.add_layer_norm);
 }

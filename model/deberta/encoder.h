@@ -156,6 +156,9 @@ class DebertaEncoder {
   struct Masks {
     torch::Tensor bias;
     torch::Tensor keys;
+    // With int8 dense layers: each sequence's valid rows (ValidLengths), so
+    // each is quantized over its own rows (cpu_kernels.h Int8Linear).
+    std::vector<int64_t> lengths;
   };
   struct Relative {
     torch::Tensor index;  // [L, L] int64 rows of the table, shifted by -min_row

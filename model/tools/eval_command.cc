@@ -22,7 +22,7 @@ CLI::App* AddEvalCommand(CLI::App& app, EvalCommandOptions* options) {
   cmd->add_option("--predictions", options->predictions, "write predictions here (answer: {qid: text})");
   cmd->add_option("--batch-size", options->batch_size, "sequences per forward")->capture_default_str();
   cmd->add_option("--max-length", options->max_length, "0 = the checkpoint's max length")->capture_default_str();
-  cmd->add_option("--dtype", options->dtype, "fp32|bf16|fp16")->capture_default_str();
+  cmd->add_option("--dtype", options->dtype, "fp32|bf16|fp16|int8")->capture_default_str();
   cmd->add_option("--device", options->device, "auto|cpu|cuda|cuda:N")->capture_default_str();
   cmd->add_option("--threads", options->threads, "intra-op threads (0 = default)")->capture_default_str();
   return cmd;

@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
   auto* fwd = app.add_subcommand("forward", "Run a checkpoint on tokenized JSONL (stdin) and print raw head outputs");
   fwd->add_option("--model", forward.model_dir, "checkpoint directory")->required();
   fwd->add_option("--batch-size", forward.batch_size, "lines padded and run together")->capture_default_str();
-  fwd->add_option("--dtype", forward.dtype, "fp32|bf16|fp16")->capture_default_str();
+  fwd->add_option("--dtype", forward.dtype, "fp32|bf16|fp16|int8")->capture_default_str();
   fwd->add_option("--device", forward.device, "auto|cpu|cuda|cuda:N")->capture_default_str();
   fwd->add_flag("--hidden", forward.hidden, "also print last_hidden_state");
 
@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
   bench_encoder->add_option("--warmup", encoder_bench.warmup, "untimed forwards before the timed ones, per row")
       ->capture_default_str();
   bench_encoder->add_option("--threads", encoder_bench.threads, "0 = all cores")->capture_default_str();
-  bench_encoder->add_option("--dtypes", encoder_bench.dtypes, "fp32,bf16")->delimiter(',')->capture_default_str();
+  bench_encoder->add_option("--dtypes", encoder_bench.dtypes, "comma-separated: fp32, bf16, fp16, int8")->delimiter(',')->capture_default_str();
   bench_encoder->add_option("--device", encoder_bench.device, "cpu|cuda|cuda:N")->capture_default_str();
   bench_encoder->add_flag("--json", encoder_bench.json, "print one JSON object");
 

@@ -102,6 +102,26 @@ class ForwardCli(unittest.TestCase):
                 self.assertLess(top[0] - top[1], BF16_MARGIN, "%s: bf16 argmax %d, fp32 argmax %d on %s" % (
                     case["desc"], got.index(max(got)), want.index(max(want)), cpu_path.note()))
 
+    def test_int8_keeps_argmax(self):
+        """--dtype int8 (dense layers quantized) through the CLI, padded batches of 4: every classification argmax
+        of both families' classify goldens equals Hugging Face's, and the logits differ from fp32 (the int8
+        path ran) by less than 0.2 of the largest logit (int8_test.cc explains that tolerance)."""
+        for name in ("cls_factorized", "albert/albert_cls"):
+            golden = read_golden(name)
+            lines = [{k: c[k] for k in ("input_ids", "token_type_ids") if k in c} for c in golden["cases"]]
+            result = run_forward(golden_dir(name), lines, "--dtype", "int8", "--batch-size", "4")
+            self.assertEqual(result.returncode, 0, result.stderr)
+            outputs = [json.loads(l)["logits"] for l in result.stdout.splitlines()]
+            self.assertEqual(len(outputs), len(lines))
+            worst = 0.0
+            for case, got in zip(golden["cases"], outputs):
+                want = case["logits"]
+                self.assertEqual(got.index(max(got)), want.index(max(want)), f"{name} {case['desc']}: {got} vs {want}")
+                diff = max_abs_diff(got, want)
+                worst = max(worst, diff)
+                self.assertLessEqual(diff, 0.2 * max(1.0, max(abs(x) for x in want)), f"{name} {case['desc']}")
+            self.assertGreater(worst, 0.0, f"{name}: int8 logits equal fp32's exactly: the int8 path did not run")
+
     def test_bad_lines_name_the_line(self):
         qa = golden_dir("qa_c2p_only")  # vocab 1000, absolute positions up to 128
         cases = [

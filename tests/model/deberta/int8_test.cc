@@ -121,6 +121,32 @@ TEST(Int8Linear, LeadingDimensionsAndNoBias) {
   EXPECT_LE((flat - torch::linear(c.x, c.w)).abs().max().item<double>(), ErrorBound(no_bias, q).max().item<double>());
 }
 
+// Forward(x, lengths): each sequence over its own valid rows, whatever else
+// is in the batch and however it is padded.
+TEST(Int8Linear, EachSequenceHasItsOwnRange) {
+  torch::InferenceMode guard;
+  const Case c = MakeCase(3 * 16, 64, 40, true, 21);
+  const Int8Linear q = Int8Linear::Pack(c.w, c.b);
+  torch::Tensor x = c.x.view({3, 16, 64}).clone();
+  x[1].mul_(50.0);  // a sequence with a much wider range than the others
+  const std::vector<int64_t> lengths = {16, 9, 0};
+  x[0].narrow(0, 0, 1).fill_(1e4);  // would dominate a whole-batch range
+  const torch::Tensor y = q.Forward(x, lengths);
+  ASSERT_EQ(y.sizes(), torch::IntArrayRef({3, 16, 40}));
+  EXPECT_TRUE(torch::equal(y[0], q.Forward(x[0])));
+  EXPECT_TRUE(torch::equal(y[1].narrow(0, 0, 9), q.Forward(x[1].narrow(0, 0, 9))));
+  EXPECT_EQ(y[1].narrow(0, 9, 7).abs().max().item<float>(), 0.0f);  // padding: not computed
+  EXPECT_EQ(y[2].abs().max().item<float>(), 0.0f);
+  // Sequence 1 is as close to fp32 as its own range allows, not the batch's.
+  Case one{x[1].narrow(0, 0, 9).contiguous(), c.w, c.b};
+  EXPECT_LE(((y[1].narrow(0, 0, 9) - torch::linear(one.x, c.w, c.b)).abs() / ErrorBound(one, q)).max().item<double>(),
+            1.0);
+  EXPECT_THROW(q.Forward(x, {16, 17, 0}), c10::Error);
+  EXPECT_THROW(q.Forward(x, {16, 9}), c10::Error);
+  const std::vector<int64_t> valid = ValidLengths(torch::tensor({1, 1, 0, 1, 0, 0, 0, 0, 1, 1, 1, 1}).view({3, 4}));
+  EXPECT_EQ(valid, (std::vector<int64_t>{4, 0, 4}));
+}
+
 TEST(Int8Linear, ConcurrentForwardsAgree) {
   torch::InferenceMode guard;
   const Case c = MakeCase(128, 256, 192, true, 9);
@@ -270,6 +296,62 @@ INSTANTIATE_TEST_SUITE_P(Goldens, Int8GoldenTest,
                            std::replace(name.begin(), name.end(), '/', '_');
                            return name;
                          });
+
+// The goldens' padded batch (all cases, lengths 1-100, one batch): every row
+// keeps Hugging Face's argmax and stays within the tolerance of its fp32
+// logits. With one activation range over the whole batch (before
+// Forward(x, lengths)) a batch of 4 of cls_factorized moved an argmax whose
+// fp32 margin is 0.49 (logit error 0.56 of 2.8). Rows are not bit-equal to
+// the sequence run alone: float32 attention sums over the padded length round
+// differently and int8 rounding can amplify that (measured max |diff| 0.089
+// cls_factorized, 0.031 albert_qa, <= 1e-6 the others), far inside the
+// tolerance; Int8Linear.EachSequenceHasItsOwnRange pins the range itself.
+TEST_P(Int8GoldenTest, PaddedBatchKeepsArgmaxAndTolerance) {
+  auto int8 = DebertaModel::Load(GoldenDir(GetParam()), ModelOptions{"int8", "cpu"});
+  ASSERT_TRUE(int8.ok()) << int8.status();
+  const json golden = ReadGolden(GetParam());
+  const json& b = golden["batch"];
+  TokenBatch batch;
+  batch.batch_size = static_cast<int64_t>(b["input_ids"].size());
+  batch.length = b["padded_length"].get<int64_t>();
+  for (const auto& row : b["input_ids"]) for (int64_t v : row) batch.input_ids.push_back(v);
+  for (const auto& row : b["attention_mask"]) for (int64_t v : row) batch.attention_mask.push_back(v);
+  if (b.contains("token_type_ids"))
+    for (const auto& row : b["token_type_ids"]) for (int64_t v : row) batch.token_type_ids.push_back(v);
+  auto out = (*int8)->Run(batch);
+  ASSERT_TRUE(out.ok()) << out.status();
+  double worst = 0;
+  auto check = [&](const std::vector<float>& all, int64_t row, int64_t width, const std::vector<float>& want,
+                   bool argmax, const std::string& what) {
+    const std::vector<float> got(all.begin() + row * width, all.begin() + row * width + want.size());
+    const double scale = std::max(1.0, MaxAbs(want));
+    double diff = 0;
+    for (size_t i = 0; i < want.size(); ++i) diff = std::max(diff, std::fabs(static_cast<double>(got[i]) - want[i]));
+    worst = std::max(worst, diff / scale);
+    EXPECT_LE(diff, kInt8LogitTolerance * scale) << what;
+    if (argmax && want.size() > 1 && Argmax(got) != Argmax(want)) {
+      EXPECT_LT(TopMargin(want), 2 * kInt8LogitTolerance * scale) << what << ": argmax moved";
+    }
+  };
+  for (int64_t r = 0; r < batch.batch_size; ++r) {
+    const std::string what = GetParam() + " batch row " + std::to_string(r);
+    if (b.contains("logits")) {
+      const auto want = Flatten(b["logits"][r]);
+      check(out->logits, r, out->num_labels, want, false, what + " logits");
+      if (want.size() > 1) {
+        const std::vector<float> got(out->logits.begin() + r * out->num_labels,
+                                     out->logits.begin() + (r + 1) * out->num_labels);
+        EXPECT_EQ(Argmax(got), Argmax(want)) << what;  // classification: outright
+      }
+    }
+    if (b.contains("start_logits_valid")) {
+      check(out->start_logits, r, batch.length, Flatten(b["start_logits_valid"][r]), true, what + " start");
+      check(out->end_logits, r, batch.length, Flatten(b["end_logits_valid"][r]), true, what + " end");
+    }
+  }
+  std::cout << "[ int8     ] " << GetParam() << ": padded batch of " << batch.batch_size
+            << ", worst |int8 - HF| / max(1, max|logit|) = " << worst << std::endl;
+}
 
 TEST(Int8Model, RefusesCudaAndUnknownDtypes) {
   auto bad = DebertaModel::Load(GoldenDir("cls_factorized"), ModelOptions{"int4", "cpu"});
