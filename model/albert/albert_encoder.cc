@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/deberta/cpu_kernels.h"
+#include "model/deberta/tensor_schema.h"
 #include "model/deberta/weights.h"
 #include "model/util/status_macros.h"
 
@@ -41,19 +42,6 @@ torch::Tensor AddNorm(const torch::Tensor& x, const torch::Tensor& residual, con
   return torch::layer_norm(x + residual, {x.size(-1)}, w.weight, w.bias, eps);
 }
 
-// How HF's _init_weights starts a tensor (training from scratch, benchmarks).
-enum class InitKind {
-  kNormal,  // normal(0, initializer_range)
-  kZeros,   // biases, LayerNorm beta
-  kOnes,    // LayerNorm gamma
-};
-
-struct TensorSpec {
-  std::string name;  // HF name, "albert." scoped
-  std::vector<int64_t> shape;
-  InitKind init = InitKind::kNormal;
-};
-
 // Sizes `w`'s parameter groups from `c`, for Load and Init.
 AlbertWeights Skeleton(const ModelConfig& c) {
   AlbertWeights w;
@@ -63,46 +51,35 @@ AlbertWeights Skeleton(const ModelConfig& c) {
   return w;
 }
 
-// ALBERT's tensor schema, declared once: every tensor with its HF name,
-// shape and init, in HF's state_dict order (a layer's full_layer_layer_norm
-// first), bound to its slot in `w`. Load reads, Init draws (in this order;
-// only the normal ones draw) and Named lists the tensors in this order. The
-// groups are `w`'s own (Skeleton for Load and Init). Weights is
-// AlbertWeights or const AlbertWeights; visit(const TensorSpec&, tensor)
-// returns a Status, and the first error stops the walk.
+// ALBERT's tensor schema, declared once (tensor_schema.h): every tensor with
+// its HF name, shape and init, in HF's state_dict order (a layer's
+// full_layer_layer_norm first), bound to its slot in `w`. Load reads, Init
+// draws (in this order; only the normal ones draw) and Named lists the
+// tensors in this order. The groups are `w`'s own (Skeleton for Load and
+// Init).
 template <typename Weights, typename Visit>
 absl::Status VisitSchema(const ModelConfig& c, Weights& w, Visit&& visit) {
+  SchemaWalk<Visit> s(visit);
   const int64_t V = c.vocab_size, E = c.embedding_dim(), H = c.hidden_size, I = c.intermediate_size;
-  auto one = [&](std::string name, std::vector<int64_t> shape, InitKind init, auto& tensor) {
-    return visit(TensorSpec{std::move(name), std::move(shape), init}, tensor);
-  };
-  auto linear = [&](const std::string& prefix, int64_t out, int64_t in, auto& l) -> absl::Status {
-    RETURN_IF_ERROR(one(prefix + ".weight", {out, in}, InitKind::kNormal, l.weight));
-    return one(prefix + ".bias", {out}, InitKind::kZeros, l.bias);
-  };
-  auto norm = [&](const std::string& prefix, int64_t size, auto& n) -> absl::Status {
-    RETURN_IF_ERROR(one(prefix + ".weight", {size}, InitKind::kOnes, n.weight));
-    return one(prefix + ".bias", {size}, InitKind::kZeros, n.bias);
-  };
-  RETURN_IF_ERROR(one("albert.embeddings.word_embeddings.weight", {V, E}, InitKind::kNormal, w.word));
-  RETURN_IF_ERROR(
-      one("albert.embeddings.position_embeddings.weight", {c.max_position_embeddings, E}, InitKind::kNormal, w.position));
-  RETURN_IF_ERROR(
-      one("albert.embeddings.token_type_embeddings.weight", {c.type_vocab_size, E}, InitKind::kNormal, w.token_type));
-  RETURN_IF_ERROR(norm("albert.embeddings.LayerNorm", E, w.embedding_norm));
-  RETURN_IF_ERROR(linear("albert.encoder.embedding_hidden_mapping_in", H, E, w.embedding_to_hidden));
+  RETURN_IF_ERROR(s.Tensor("albert.embeddings.word_embeddings.weight", {V, E}, InitKind::kNormal, w.word));
+  RETURN_IF_ERROR(s.Tensor("albert.embeddings.position_embeddings.weight", {c.max_position_embeddings, E},
+                           InitKind::kNormal, w.position));
+  RETURN_IF_ERROR(s.Tensor("albert.embeddings.token_type_embeddings.weight", {c.type_vocab_size, E},
+                           InitKind::kNormal, w.token_type));
+  RETURN_IF_ERROR(s.Norm("albert.embeddings.LayerNorm", E, w.embedding_norm));
+  RETURN_IF_ERROR(s.Linear("albert.encoder.embedding_hidden_mapping_in", H, E, w.embedding_to_hidden));
   for (size_t g = 0; g < w.groups.size(); ++g) {
     for (size_t j = 0; j < w.groups[g].size(); ++j) {
       const std::string p = LayerPrefix(static_cast<int64_t>(g), static_cast<int64_t>(j));
       auto& l = w.groups[g][j];
-      RETURN_IF_ERROR(norm(p + ".full_layer_layer_norm", H, l.output_norm));
-      RETURN_IF_ERROR(linear(p + ".attention.query", H, H, l.query));
-      RETURN_IF_ERROR(linear(p + ".attention.key", H, H, l.key));
-      RETURN_IF_ERROR(linear(p + ".attention.value", H, H, l.value));
-      RETURN_IF_ERROR(linear(p + ".attention.dense", H, H, l.dense));
-      RETURN_IF_ERROR(norm(p + ".attention.LayerNorm", H, l.attention_norm));
-      RETURN_IF_ERROR(linear(p + ".ffn", I, H, l.ffn));
-      RETURN_IF_ERROR(linear(p + ".ffn_output", H, I, l.ffn_output));
+      RETURN_IF_ERROR(s.Norm(p + ".full_layer_layer_norm", H, l.output_norm));
+      RETURN_IF_ERROR(s.Linear(p + ".attention.query", H, H, l.query));
+      RETURN_IF_ERROR(s.Linear(p + ".attention.key", H, H, l.key));
+      RETURN_IF_ERROR(s.Linear(p + ".attention.value", H, H, l.value));
+      RETURN_IF_ERROR(s.Linear(p + ".attention.dense", H, H, l.dense));
+      RETURN_IF_ERROR(s.Norm(p + ".attention.LayerNorm", H, l.attention_norm));
+      RETURN_IF_ERROR(s.Linear(p + ".ffn", I, H, l.ffn));
+      RETURN_IF_ERROR(s.Linear(p + ".ffn_output", H, I, l.ffn_output));
     }
   }
   return absl::OkStatus();
@@ -113,10 +90,8 @@ absl::Status VisitSchema(const ModelConfig& c, Weights& w, Visit&& visit) {
 absl::StatusOr<AlbertWeights> AlbertWeights::Load(const ModelConfig& c, WeightStore& store) {
   if (!c.albert) return absl::InvalidArgumentError("not an ALBERT config (model_type must be \"albert\")");
   AlbertWeights w = Skeleton(c);
-  RETURN_IF_ERROR(VisitSchema(c, w, [&](const TensorSpec& spec, torch::Tensor& t) -> absl::Status {
-    ASSIGN_OR_RETURN(t, store.Get(spec.name, spec.shape));
-    return absl::OkStatus();
-  }));
+  RETURN_IF_ERROR(VisitSchema(
+      c, w, [&](const TensorSpec& spec, torch::Tensor& t) { return LoadTensor(store, spec, t); }));
   return w;
 }
 
@@ -124,11 +99,7 @@ AlbertWeights AlbertWeights::Init(const ModelConfig& c, torch::ScalarType dtype,
   const auto opts = torch::TensorOptions().dtype(dtype).device(device);
   AlbertWeights w = Skeleton(c);
   absl::Status status = VisitSchema(c, w, [&](const TensorSpec& spec, torch::Tensor& t) {
-    switch (spec.init) {
-      case InitKind::kNormal: t = torch::randn(spec.shape, opts) * c.initializer_range; break;
-      case InitKind::kZeros: t = torch::zeros(spec.shape, opts); break;
-      case InitKind::kOnes: t = torch::ones(spec.shape, opts); break;
-    }
+    t = InitTensor(spec, opts, c.initializer_range, /*pad_row=*/-1);
     return absl::OkStatus();
   });
   (void)status;  // the visitor never fails

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/deberta/cpu_kernels.h"
+#include "model/deberta/tensor_schema.h"
 #include "model/deberta/weights.h"
 #include "model/util/status_macros.h"
 
@@ -68,26 +69,6 @@ std::string LayerPrefix(int64_t i) { return absl::StrCat("deberta.encoder.layer.
 
 namespace {
 
-// How HF's _init_weights starts a tensor when training from scratch.
-enum class InitKind {
-  kNormal,     // normal(0, initializer_range)
-  kWordTable,  // normal, with the pad_token_id row zeroed (nn.Embedding's padding_idx)
-  kZeros,      // biases, LayerNorm beta
-  kOnes,       // LayerNorm gamma
-};
-
-struct TensorSpec {
-  std::string name;  // HF name, "deberta." scoped
-  std::vector<int64_t> shape;
-  InitKind init = InitKind::kNormal;
-  // Load takes it when present with `shape` and leaves it undefined
-  // otherwise; Init draws it all the same. Only the absolute position table
-  // without position_biased_input: the encoder does not use it (the EMD of
-  // MLM training does), and Hub v3 files may carry one of another shape,
-  // which HF ignores too.
-  bool optional = false;
-};
-
 // Sizes `w`'s structure (stored layers, the conv) from `c`, for Load and Init.
 EncoderWeights Skeleton(const ModelConfig& c) {
   EncoderWeights w;
@@ -96,65 +77,59 @@ EncoderWeights Skeleton(const ModelConfig& c) {
   return w;
 }
 
-// The encoder's tensor schema, declared once: every tensor with its HF name,
-// shape and init, in HF's state_dict order, bound to its slot in `w`. Load
-// reads, Init draws (this order is the order of the random draws) and Named
-// lists the tensors in this order. The structure (w.layers' size, w.conv) is
-// `w`'s own: Skeleton for Load and Init. Weights is EncoderWeights or const
-// EncoderWeights; visit(const TensorSpec&, torch::Tensor& or const
-// torch::Tensor&) returns a Status, and the first error stops the walk.
+// The encoder's tensor schema, declared once (tensor_schema.h): every tensor
+// with its HF name, shape and init, in HF's state_dict order, bound to its
+// slot in `w`. Load reads, Init draws (this order is the order of the random
+// draws) and Named lists the tensors in this order. The structure
+// (w.layers' size, w.conv) is `w`'s own: Skeleton for Load and Init.
 template <typename Weights, typename Visit>
 absl::Status VisitSchema(const ModelConfig& c, Weights& w, Visit&& visit) {
+  SchemaWalk<Visit> s(visit);
   const int64_t H = c.hidden_size, E = c.embedding_size, A = c.num_attention_heads * c.head_size(),
                 I = c.intermediate_size;
-  auto one = [&](std::string name, std::vector<int64_t> shape, InitKind init, auto& tensor, bool optional = false) {
-    return visit(TensorSpec{std::move(name), std::move(shape), init, optional}, tensor);
-  };
-  auto linear = [&](const std::string& prefix, int64_t out, int64_t in, auto& l) -> absl::Status {
-    RETURN_IF_ERROR(one(prefix + ".weight", {out, in}, InitKind::kNormal, l.weight));
-    return one(prefix + ".bias", {out}, InitKind::kZeros, l.bias);
-  };
-  auto norm = [&](const std::string& prefix, int64_t size, auto& n) -> absl::Status {
-    RETURN_IF_ERROR(one(prefix + ".weight", {size}, InitKind::kOnes, n.weight));
-    return one(prefix + ".bias", {size}, InitKind::kZeros, n.bias);
-  };
   auto& emb = w.embeddings;
-  RETURN_IF_ERROR(one("deberta.embeddings.word_embeddings.weight", {c.vocab_size, E}, InitKind::kWordTable, emb.word));
-  RETURN_IF_ERROR(one("deberta.embeddings.position_embeddings.weight", {c.max_position_embeddings, E},
-                      InitKind::kNormal, emb.position, /*optional=*/!c.position_biased_input));
+  RETURN_IF_ERROR(s.Tensor("deberta.embeddings.word_embeddings.weight", {c.vocab_size, E}, InitKind::kWordTable,
+                           emb.word));
+  // Without position_biased_input the encoder does not use it (the EMD of
+  // MLM training does), and Hub v3 files may carry one of another shape,
+  // which HF ignores too: optional.
+  RETURN_IF_ERROR(s.Tensor("deberta.embeddings.position_embeddings.weight", {c.max_position_embeddings, E},
+                           InitKind::kNormal, emb.position, /*optional=*/!c.position_biased_input));
   if (c.type_vocab_size > 0) {
-    RETURN_IF_ERROR(one("deberta.embeddings.token_type_embeddings.weight", {c.type_vocab_size, E}, InitKind::kNormal,
-                        emb.token_type));
+    RETURN_IF_ERROR(s.Tensor("deberta.embeddings.token_type_embeddings.weight", {c.type_vocab_size, E},
+                             InitKind::kNormal, emb.token_type));
   }
-  if (E != H) RETURN_IF_ERROR(one("deberta.embeddings.embed_proj.weight", {H, E}, InitKind::kNormal, emb.projection));
-  RETURN_IF_ERROR(norm("deberta.embeddings.LayerNorm", H, emb.norm));
+  if (E != H) {
+    RETURN_IF_ERROR(s.Tensor("deberta.embeddings.embed_proj.weight", {H, E}, InitKind::kNormal, emb.projection));
+  }
+  RETURN_IF_ERROR(s.Norm("deberta.embeddings.LayerNorm", H, emb.norm));
   for (size_t i = 0; i < w.layers.size(); ++i) {
     const std::string p = LayerPrefix(static_cast<int64_t>(i));
     auto& layer = w.layers[i];
     auto& at = layer.attention;
-    RETURN_IF_ERROR(linear(p + ".attention.self.query_proj", A, H, at.query));
-    RETURN_IF_ERROR(linear(p + ".attention.self.key_proj", A, H, at.key));
-    RETURN_IF_ERROR(linear(p + ".attention.self.value_proj", A, H, at.value));
+    RETURN_IF_ERROR(s.Linear(p + ".attention.self.query_proj", A, H, at.query));
+    RETURN_IF_ERROR(s.Linear(p + ".attention.self.key_proj", A, H, at.key));
+    RETURN_IF_ERROR(s.Linear(p + ".attention.self.value_proj", A, H, at.value));
     if (c.relative_attention && !c.share_att_key) {
-      if (c.has_c2p()) RETURN_IF_ERROR(linear(p + ".attention.self.pos_key_proj", A, H, at.pos_key));
-      if (c.has_p2c()) RETURN_IF_ERROR(linear(p + ".attention.self.pos_query_proj", A, H, at.pos_query));
+      if (c.has_c2p()) RETURN_IF_ERROR(s.Linear(p + ".attention.self.pos_key_proj", A, H, at.pos_key));
+      if (c.has_p2c()) RETURN_IF_ERROR(s.Linear(p + ".attention.self.pos_query_proj", A, H, at.pos_query));
     }
-    RETURN_IF_ERROR(linear(p + ".attention.output.dense", H, A, at.output));
-    RETURN_IF_ERROR(norm(p + ".attention.output.LayerNorm", H, at.output_norm));
-    RETURN_IF_ERROR(linear(p + ".intermediate.dense", I, H, layer.intermediate));
-    RETURN_IF_ERROR(linear(p + ".output.dense", H, I, layer.output));
-    RETURN_IF_ERROR(norm(p + ".output.LayerNorm", H, layer.output_norm));
+    RETURN_IF_ERROR(s.Linear(p + ".attention.output.dense", H, A, at.output));
+    RETURN_IF_ERROR(s.Norm(p + ".attention.output.LayerNorm", H, at.output_norm));
+    RETURN_IF_ERROR(s.Linear(p + ".intermediate.dense", I, H, layer.intermediate));
+    RETURN_IF_ERROR(s.Linear(p + ".output.dense", H, I, layer.output));
+    RETURN_IF_ERROR(s.Norm(p + ".output.LayerNorm", H, layer.output_norm));
   }
   if (c.relative_attention) {
-    RETURN_IF_ERROR(
-        one("deberta.encoder.rel_embeddings.weight", {2 * c.att_span(), H}, InitKind::kNormal, w.rel_embeddings));
-    if (c.norm_rel_embeddings()) RETURN_IF_ERROR(norm("deberta.encoder.LayerNorm", H, w.rel_norm));
+    RETURN_IF_ERROR(s.Tensor("deberta.encoder.rel_embeddings.weight", {2 * c.att_span(), H}, InitKind::kNormal,
+                             w.rel_embeddings));
+    if (c.norm_rel_embeddings()) RETURN_IF_ERROR(s.Norm("deberta.encoder.LayerNorm", H, w.rel_norm));
   }
   if (w.conv) {
-    RETURN_IF_ERROR(one("deberta.encoder.conv.conv.weight", {H, H / c.conv_groups, c.conv_kernel_size},
-                        InitKind::kNormal, w.conv->weight));
-    RETURN_IF_ERROR(one("deberta.encoder.conv.conv.bias", {H}, InitKind::kZeros, w.conv->bias));
-    RETURN_IF_ERROR(norm("deberta.encoder.conv.LayerNorm", H, w.conv->norm));
+    RETURN_IF_ERROR(s.Tensor("deberta.encoder.conv.conv.weight", {H, H / c.conv_groups, c.conv_kernel_size},
+                             InitKind::kNormal, w.conv->weight));
+    RETURN_IF_ERROR(s.Tensor("deberta.encoder.conv.conv.bias", {H}, InitKind::kZeros, w.conv->bias));
+    RETURN_IF_ERROR(s.Norm("deberta.encoder.conv.LayerNorm", H, w.conv->norm));
   }
   return absl::OkStatus();
 }
@@ -165,33 +140,17 @@ absl::Status VisitSchema(const ModelConfig& c, Weights& w, Visit&& visit) {
 
 absl::StatusOr<EncoderWeights> EncoderWeights::Load(const ModelConfig& c, WeightStore& store) {
   EncoderWeights w = Skeleton(c);
-  RETURN_IF_ERROR(VisitSchema(c, w, [&](const TensorSpec& spec, torch::Tensor& t) -> absl::Status {
-    if (!spec.optional) {
-      ASSIGN_OR_RETURN(t, store.Get(spec.name, spec.shape));
-      return absl::OkStatus();
-    }
-    ASSIGN_OR_RETURN(t, store.GetOptional(spec.name));
-    if (t.defined() && t.sizes() != torch::IntArrayRef(spec.shape)) t = torch::Tensor();
-    return absl::OkStatus();
-  }));
+  RETURN_IF_ERROR(VisitSchema(
+      c, w, [&](const TensorSpec& spec, torch::Tensor& t) { return LoadTensor(store, spec, t); }));
   return w;
 }
 
 EncoderWeights EncoderWeights::Init(const ModelConfig& c, torch::ScalarType dtype,
                                     const torch::Device& device) {
   const auto opts = torch::TensorOptions().dtype(dtype).device(device);
-  const double std = c.initializer_range;
   EncoderWeights w = Skeleton(c);
   absl::Status status = VisitSchema(c, w, [&](const TensorSpec& spec, torch::Tensor& t) {
-    switch (spec.init) {
-      case InitKind::kNormal: t = torch::randn(spec.shape, opts) * std; break;
-      case InitKind::kWordTable:
-        t = torch::randn(spec.shape, opts) * std;
-        if (c.pad_token_id >= 0 && c.pad_token_id < c.vocab_size) t[c.pad_token_id].zero_();
-        break;
-      case InitKind::kZeros: t = torch::zeros(spec.shape, opts); break;
-      case InitKind::kOnes: t = torch::ones(spec.shape, opts); break;
-    }
+    t = InitTensor(spec, opts, c.initializer_range, c.pad_token_id);
     return absl::OkStatus();
   });
   (void)status;  // the visitor never fails
