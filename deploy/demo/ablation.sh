@@ -1,24 +1,29 @@
 #!/usr/bin/env bash
 # The shape of the DeBERTa paper's Table 4 at toy scale, on the demo data:
 # full model, -EMD, -c2p, -p2c, and BERT-style absolute positions without
-# relative attention. Each variant is pretrained (MLM) then fine-tuned for
-# classify and answer with the same budget as deploy/demo/train_demo_models.sh
-# (scaled by DSERVE_DEMO_STEPS); writes a markdown table to OUT/ablation.md.
-# Not run in CI (tens of minutes on 2 cores).
+# relative attention. Each variant and seed is pretrained (MLM, span masking)
+# then fine-tuned for classify and answer with the demo's recipes
+# (deploy/demo/recipes.sh, scaled by DSERVE_DEMO_STEPS), at equal steps;
+# every number is on a held-out split (MLM dev, classify and QA test). Writes
+# OUT/ablation.md: mean ± sample std over the seeds, and every run's numbers.
+# Not run in CI (about 15 minutes per variant and seed on 2 cores at scale 1).
 #
 #   bash deploy/demo/ablation.sh [OUT]      (default build/ablation)
+#   DSERVE_ABLATION_SEEDS="13 14 15" (default), DSERVE_ABLATION_VARIANTS
+#   (default "full no_emd no_c2p no_p2c absolute")
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-build/ablation}
 dserve=${DSERVE_BIN:-build/bin/dserve}
-scale=${DSERVE_DEMO_STEPS:-1.0}
-steps() { /usr/bin/python3 -c "print(max(1, int($1 * $scale)))"; }
+seeds=${DSERVE_ABLATION_SEEDS:-13 14 15}
+variants=${DSERVE_ABLATION_VARIANTS:-full no_emd no_c2p no_p2c absolute}
 mkdir -p "$out"
-# Data and tokenizer shared with the demo models.
-bash deploy/demo/train_demo_models.sh build/demo >/dev/null
+# Data and tokenizer shared with the demo models (seed 13's data).
+DSERVE_DEMO_TASKS=classify bash deploy/demo/train_demo_models.sh build/demo >/dev/null
 data=build/demo/data
 spm=build/demo/tokenizer/spm.model
 base=build/demo/config.json
+source deploy/demo/recipes.sh
 
 variant_config() {  # name -> config.json edits
   /usr/bin/python3 - "$base" "$1" <<'PY'
@@ -31,44 +36,62 @@ elif name == "no_p2c":
     config["pos_att_type"] = ["c2p"]
 elif name == "absolute":
     config.update(relative_attention=False, position_biased_input=True, pos_att_type=[])
+elif name not in ("full", "no_emd"):
+    sys.exit("unknown variant " + name)
 print(json.dumps(config))
 PY
 }
 
-metric() {  # file key
-  /usr/bin/python3 -c "import json,sys; print('%.4f' % json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"
-}
-
-rows=()
-for name in full no_emd no_c2p no_p2c absolute; do
-  dir=$out/$name
-  mkdir -p "$dir"
-  variant_config "$name" > "$dir/config.json"
-  emd=()
-  [ "$name" = no_emd ] && emd=(--no-emd)
-  if [ ! -f "$dir/mlm/best/config.json" ]; then
-    echo "== ablation $name: pretraining" >&2
-    "$dserve" train --task mlm --train "$data/mlm_train.txt" --eval "$data/mlm_dev.txt" --config "$dir/config.json" \
-      --tokenizer "$spm" --out "$dir/mlm" --seed 13 --epochs 3 --max-steps "$(steps 600)" --batch-size 32 \
-      --lr 2e-3 --max-length 128 --span-masking "${emd[@]}"
-  fi
-  if [ ! -f "$dir/classify/best/config.json" ]; then
-    "$dserve" train --task classify --train "$data/tickets_train.jsonl" --eval "$data/tickets_dev.jsonl" \
-      --init "$dir/mlm/best" --out "$dir/classify" --seed 13 --epochs 4 --max-steps "$(steps 300)" \
-      --batch-size 32 --lr 1e-3 --max-length 96
-  fi
-  if [ ! -f "$dir/answer/best/config.json" ]; then
-    "$dserve" train --task answer --train "$data/qa_train.json" --eval "$data/qa_dev.json" --init "$dir/mlm/best" \
-      --out "$dir/answer" --seed 13 --epochs 30 --max-steps "$(steps 300)" --batch-size 16 --lr 1e-3 \
-      --max-length 192 --doc-stride 64
-  fi
-  "$dserve" eval --model "$dir/mlm/best" --data "$data/mlm_dev.txt" > "$dir/mlm.json"
-  "$dserve" eval --model "$dir/classify/best" --data "$data/tickets_test.jsonl" > "$dir/classify.json"
-  "$dserve" eval --model "$dir/answer/best" --data "$data/qa_test.json" > "$dir/answer.json"
-  rows+=("| $name | $(metric "$dir/mlm.json" accuracy) | $(metric "$dir/classify.json" accuracy) | $(metric "$dir/answer.json" f1) |")
+for name in $variants; do
+  for seed in $seeds; do
+    dir=$out/$name/seed$seed
+    mkdir -p "$dir"
+    variant_config "$name" > "$dir/config.json"
+    emd=()
+    [ "$name" = no_emd ] && emd=(--no-emd)
+    if [ ! -f "$dir/mlm/best/config.json" ]; then
+      echo "== ablation $name seed $seed: pretraining" >&2
+      recipe mlm
+      "$dserve" train "${RECIPE[@]}" --config "$dir/config.json" --tokenizer "$spm" --out "$dir/mlm" \
+        --seed "$seed" "${emd[@]}"
+    fi
+    for task in classify answer; do
+      if [ ! -f "$dir/$task/best/config.json" ]; then
+        echo "== ablation $name seed $seed: $task" >&2
+        recipe "$task"
+        "$dserve" train "${RECIPE[@]}" --init "$dir/mlm/best" --out "$dir/$task" --seed "$seed"
+      fi
+    done
+    [ -f "$dir/mlm.json" ] || "$dserve" eval --model "$dir/mlm/best" --data "$data/mlm_dev.txt" > "$dir/mlm.json"
+    [ -f "$dir/classify.json" ] ||
+      "$dserve" eval --model "$dir/classify/best" --data "$data/tickets_test.jsonl" > "$dir/classify.json"
+    [ -f "$dir/answer.json" ] || "$dserve" eval --model "$dir/answer/best" --data "$data/qa_test.json" > "$dir/answer.json"
+  done
 done
-{
-  echo "| variant | MLM accuracy (dev) | classify accuracy (test) | QA F1 (test) |"
-  echo "|---|---|---|---|"
-  printf '%s\n' "${rows[@]}"
-} | tee "$out/ablation.md"
+
+/usr/bin/python3 - "$out" "$variants" "$seeds" "${DSERVE_DEMO_STEPS:-1.0}" <<'PY' | tee "$out/ablation.md"
+import json, os, statistics, sys
+out, variants, seeds, scale = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4]
+columns = [("mlm", "accuracy", "MLM accuracy (dev)", 1), ("classify", "accuracy", "classify accuracy (test)", 1),
+           ("answer", "f1", "QA F1 (test)", 1), ("answer", "HasAns_f1", "QA HasAns F1 (test)", 1)]
+def value(name, seed, task, key):
+    with open(os.path.join(out, name, "seed" + seed, task + ".json")) as f:
+        return float(json.load(f)[key])
+print("Seeds %s, DSERVE_DEMO_STEPS=%s; mean ± sample std over the seeds.\n" % (", ".join(seeds), scale))
+print("| variant | " + " | ".join(c[2] for c in columns) + " |")
+print("|---|" + "---|" * len(columns))
+for name in variants:
+    cells = []
+    for task, key, _, _ in columns:
+        vals = [value(name, s, task, key) for s in seeds]
+        sd = statistics.stdev(vals) if len(vals) > 1 else float("nan")
+        cells.append("%.4f ± %.4f" % (statistics.mean(vals), sd) if key == "accuracy" else
+                     "%.2f ± %.2f" % (statistics.mean(vals), sd))
+    print("| %s | %s |" % (name, " | ".join(cells)))
+print("\nEvery run:\n")
+print("| variant | seed | " + " | ".join(c[2] for c in columns) + " |")
+print("|---|---|" + "---|" * len(columns))
+for name in variants:
+    for s in seeds:
+        print("| %s | %s | %s |" % (name, s, " | ".join("%.4f" % value(name, s, t, k) for t, k, _, _ in columns)))
+PY

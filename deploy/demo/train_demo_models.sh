@@ -10,13 +10,13 @@
 # OUT/metrics/{classify,answer,rerank}.json (`dserve eval` on the test
 # splits). Skips every step whose output already exists, so a second run
 # returns at once; DSERVE_DEMO_FORCE=1 retrains. DSERVE_DEMO_STEPS scales the
-# number of optimizer steps (default 1.0).
+# number of optimizer steps (default 1.0). DSERVE_DEMO_TASKS picks the
+# fine-tuned tasks (default "classify answer rerank"; MLM always runs).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-build/demo}
 dserve=${DSERVE_BIN:-build/bin/dserve}
-scale=${DSERVE_DEMO_STEPS:-1.0}
-steps() { /usr/bin/python3 -c "print(max(1, int($1 * $scale)))"; }
+source deploy/demo/recipes.sh  # recipe TASK: the training settings
 [ "${DSERVE_DEMO_FORCE:-0}" = 1 ] && rm -rf "$out"
 mkdir -p "$out"/{data,tokenizer,runs,models,metrics}
 data=$out/data
@@ -51,24 +51,25 @@ run() {  # name, then dserve train arguments
   say "training $name"
   "$dserve" train --out "$out/runs/$name" --seed 13 "$@"
 }
-run mlm --task mlm --train "$data/mlm_train.txt" --eval "$data/mlm_dev.txt" \
-  --config "$out/config.json" --tokenizer "$out/tokenizer/spm.model" \
-  --epochs 3 --max-steps "$(steps 600)" --batch-size 32 --lr 2e-3 --max-length 128 --objective sop --span-masking
+recipe mlm
+run mlm "${RECIPE[@]}" --config "$out/config.json" --tokenizer "$out/tokenizer/spm.model" --objective sop
 init=$out/runs/mlm/best
-run classify --task classify --train "$data/tickets_train.jsonl" --eval "$data/tickets_dev.jsonl" --init "$init" \
-  --epochs 4 --max-steps "$(steps 300)" --batch-size 32 --lr 1e-3 --max-length 96
-run answer --task answer --train "$data/qa_train.json" --eval "$data/qa_dev.json" --init "$init" \
-  --epochs 30 --max-steps "$(steps 300)" --batch-size 16 --lr 1e-3 --max-length 192 --doc-stride 64
-run rerank --task rerank --train "$data/rerank_train.jsonl" --eval "$data/rerank_dev.jsonl" --init "$init" \
-  --epochs 10 --max-steps "$(steps 300)" --batch-size 32 --lr 1e-3 --max-length 160
+tasks=${DSERVE_DEMO_TASKS:-classify answer rerank}
+for task in $tasks; do
+  case $task in classify|answer|rerank) ;; *) echo "DSERVE_DEMO_TASKS: unknown task '$task' (classify, answer, rerank)" >&2; exit 2 ;; esac
+done
+for task in $tasks; do
+  recipe "$task"
+  run "$task" "${RECIPE[@]}" --init "$init"
+done
 
-for task in classify answer rerank; do
+for task in $tasks; do
   if [ ! -f "$out/models/$task/config.json" ]; then
     rm -rf "$out/models/$task" && cp -r "$out/runs/$task/best" "$out/models/$task"
   fi
 done
 declare -A test_data=([classify]=tickets_test.jsonl [answer]=qa_test.json [rerank]=rerank_test.jsonl)
-for task in classify answer rerank; do
+for task in $tasks; do
   if [ ! -f "$out/metrics/$task.json" ]; then
     "$dserve" eval --model "$out/models/$task" --data "$data/${test_data[$task]}" > "$out/metrics/$task.json.tmp"
     mv "$out/metrics/$task.json.tmp" "$out/metrics/$task.json"

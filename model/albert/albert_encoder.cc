@@ -39,7 +39,8 @@ torch::Tensor Linear(const torch::Tensor& x, const LinearWeights& w, const Int8L
 // LayerNorm(x + residual), in one pass on CPU where the kernel applies.
 torch::Tensor AddNorm(const torch::Tensor& x, const torch::Tensor& residual, const NormWeights& w, double eps) {
   if (FusedAddLayerNormApplies(x, w.weight, w.bias)) return FusedAddLayerNorm(x, residual, w.weight, w.bias, eps);
-  return torch::layer_norm(x + residual, {x.size(-1)}, w.weight, w.bias, eps);
+  // In the weights' dtype: under training's bf16 autocast the sum is bf16.
+  return torch::layer_norm((x + residual).to(w.weight.scalar_type()), {x.size(-1)}, w.weight, w.bias, eps);
 }
 
 // Sizes `w`'s parameter groups from `c`, for Load and Init.

@@ -55,6 +55,11 @@ class DebertaTrainable final : public TrainableEncoder {
 
   const DebertaEncoder* deberta() const override { return encoder_.get(); }
 
+  absl::Status SetGradientCheckpointing(bool on) override {
+    encoder_->set_gradient_checkpointing(on);
+    return absl::OkStatus();
+  }
+
  private:
   ModelConfig config_;
   std::unique_ptr<DebertaEncoder> encoder_;

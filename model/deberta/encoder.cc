@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/deberta/cpu_kernels.h"
+#include "model/deberta/grad_checkpoint.h"
 #include "model/deberta/tensor_schema.h"
 #include "model/deberta/weights.h"
 #include "model/util/status_macros.h"
@@ -42,8 +43,10 @@ torch::Tensor Drop(const torch::Tensor& x, double p) {
   return p > 0 ? torch::dropout(x, p, /*train=*/true) : x;
 }
 
+// In the weights' dtype: under training's bf16 autocast (model/train/autocast.h)
+// a bf16 activation meets fp32 weights, and LayerNorm stays fp32.
 torch::Tensor Norm(const torch::Tensor& x, const NormWeights& w, double eps) {
-  return torch::layer_norm(x, {x.size(-1)}, w.weight, w.bias, eps);
+  return torch::layer_norm(x.to(w.weight.scalar_type()), {x.size(-1)}, w.weight, w.bias, eps);
 }
 
 // LayerNorm(dropout(x) + residual); residual may be undefined. In inference
@@ -443,7 +446,22 @@ torch::Tensor DebertaEncoder::Forward(const EncoderInput& input, std::vector<tor
   const torch::Tensor embedded = x;
   for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
     const LayerCache& cache = caches[config_.dserve.share_layers ? 0 : static_cast<size_t>(i)];
-    x = LayerImpl(i, cache, x, nullptr, masks, relative, dropout);
+    if (options_.gradient_checkpointing && at::GradMode::is_enabled()) {
+      // The cache's tensors derive from live weights (non-leaf): explicit
+      // inputs of the checkpoint, so their gradients flow back through it.
+      x = Checkpointed(
+          [this, i, masks, relative, dropout, int8 = cache.int8](const std::vector<torch::Tensor>& in) {
+            LayerCache c;
+            c.qkv = LinearWeights{in[1], in[2]};
+            c.pos_key = in[3];
+            c.pos_query = in[4];
+            c.int8 = int8;
+            return LayerImpl(i, c, in[0], nullptr, masks, relative, dropout);
+          },
+          {x, cache.qkv.weight, cache.qkv.bias, cache.pos_key, cache.pos_query});
+    } else {
+      x = LayerImpl(i, cache, x, nullptr, masks, relative, dropout);
+    }
     if (i == 0 && weights_.conv) x = ConvImpl(embedded, x, input.attention_mask, dropout.conv_p());
     if (hidden_states) hidden_states->push_back(x);
   }

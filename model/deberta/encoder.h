@@ -117,6 +117,11 @@ class DebertaEncoder {
     // forward. Needs float32 weights on CPU and `precompute`; inference only
     // (under autograd the float32 weights are used).
     bool int8_linear = false;
+    // Training on long sequences: under autograd each layer runs through
+    // Checkpointed (grad_checkpoint.h), keeping only its input and
+    // recomputing its activations in backward (about one more forward of
+    // the layers per step for most of the activation memory).
+    bool gradient_checkpointing = false;
   };
 
   static absl::StatusOr<std::unique_ptr<DebertaEncoder>> Create(const ModelConfig& config,
@@ -141,6 +146,9 @@ class DebertaEncoder {
   // Mutable access for training (e.g. to set requires_grad); not for
   // concurrent use with Forward.
   EncoderWeights& mutable_weights() { return weights_; }
+  // Options::gradient_checkpointing, switched by the trainer; not for
+  // concurrent use with Forward.
+  void set_gradient_checkpointing(bool on) { options_.gradient_checkpointing = on; }
   torch::Tensor Embed(const EncoderInput& input, const Dropout& dropout = {}) const;
 
  private:

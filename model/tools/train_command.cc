@@ -153,9 +153,17 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainCommandOptions* options) {
                   "exact, rerank mrr@10|ndcg@10|map, mlm loss|perplexity|accuracy (default: the first)");
   cmd->add_option("--early-stopping", t.early_stopping, "stop after N evaluations without improvement (0 = off)")
       ->capture_default_str();
+  cmd->add_option("--class-weights", t.class_weights,
+                  "classify (single-label), skewed intents: balanced (N / (K x N_c)) or one weight per label in "
+                  "the label order, e.g. 2,1,1; rescaled to a mean weight of 1 over the training set");
   cmd->add_flag("--resume", t.resume, "continue from OUT/trainer_state");
   cmd->add_flag("--listwise", t.listwise, "rerank: softmax over each query's candidates (a unit = one query)");
-  cmd->add_flag("--bf16", t.bf16, "bfloat16 autocast for the forward (CPU)");
+  cmd->add_flag("--bf16", t.bf16,
+                "bfloat16 autocast for the training forwards (CPU): matmuls in bf16, fp32 master weights, "
+                "LayerNorm/softmax/losses in fp32; evaluation stays fp32");
+  cmd->add_flag("--gradient-checkpointing", t.gradient_checkpointing,
+                "recompute each encoder layer's activations in backward instead of keeping them (long "
+                "sequences; DeBERTa): same gradients, less memory, more compute");
   cmd->add_option("--objective", t.objective, "mlm: sop adds ALBERT's sentence-order prediction");
   cmd->add_flag("--span-masking", t.span_masking, "mlm: mask spans of up to 3 tokens");
   cmd->add_flag("--no-emd", t.no_emd, "mlm: no Enhanced Mask Decoder (ablation)");

@@ -268,7 +268,7 @@ absl::StatusOr<MlmHead> MlmHead::Load(const ModelConfig& c, WeightStore& store, 
 
 torch::Tensor MlmHead::Forward(const torch::Tensor& hidden, const torch::Tensor& word_embeddings) const {
   auto x = act(Linear(hidden, dense));
-  x = torch::layer_norm(x, {x.size(-1)}, norm.weight, norm.bias, layer_norm_eps);
+  x = torch::layer_norm(x.to(norm.weight.scalar_type()), {x.size(-1)}, norm.weight, norm.bias, layer_norm_eps);
   return torch::linear(x, word_embeddings, bias);
 }
 

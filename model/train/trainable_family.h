@@ -39,6 +39,12 @@ class TrainableEncoder {
   // The DeBERTa encoder, for masked-LM training (the EMD runs its last
   // layer); nullptr in a family without MLM training (TrainableFamily::mlm).
   virtual const DebertaEncoder* deberta() const { return nullptr; }
+  // --gradient-checkpointing: recompute each layer's activations in
+  // backward instead of keeping them. Unimplemented where the family lacks it.
+  virtual absl::Status SetGradientCheckpointing(bool on) {
+    if (!on) return absl::OkStatus();
+    return absl::UnimplementedError("--gradient-checkpointing is implemented for DeBERTa encoders only");
+  }
 };
 
 // Dropout probabilities of the family's sequence-classification head in

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "model/checkpoint/checkpoint_dir.h"
 #include "model/deberta/weights.h"
+#include "model/train/autocast.h"
 #include "model/train/data.h"
 #include "model/util/status_macros.h"
 
@@ -163,6 +164,7 @@ std::vector<std::pair<std::string, torch::Tensor>> TrainableModel::Parameters() 
 }
 
 MlmOutput TrainableModel::Mlm(const MlmBatch& batch, bool use_emd, bool training) const {
+  CpuAutocastScope autocast(training && bf16_autocast_);
   return MlmForward(*encoder_->deberta(), *mlm_, sop_ ? &*sop_ : nullptr, batch, use_emd,
                     training ? TrainingDropout() : Dropout{});
 }
@@ -254,6 +256,7 @@ torch::Tensor TrainableModel::Encode(const TokenBatch& batch, bool training) con
 }
 
 TrainableModel::Outputs TrainableModel::Forward(const TokenBatch& batch, bool training) const {
+  CpuAutocastScope autocast(training && bf16_autocast_);
   Outputs out;
   torch::Tensor hidden = Encode(batch, training);
   if (classification_) {

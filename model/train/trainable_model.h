@@ -60,6 +60,13 @@ class TrainableModel {
   Dropout TrainingDropout() const;
   bool has_sop() const { return sop_.has_value(); }
 
+  // --bf16: training forwards (Forward / Mlm with `training`) run under CPU
+  // autocast to bfloat16 (model/train/autocast.h); the weights stay fp32 and
+  // evaluation forwards stay fp32.
+  void set_bf16_autocast(bool on) { bf16_autocast_ = on; }
+  // --gradient-checkpointing (TrainableEncoder::SetGradientCheckpointing).
+  absl::Status SetGradientCheckpointing(bool on) { return encoder_->SetGradientCheckpointing(on); }
+
   // Eval-mode forward (no grad) with DebertaModel::Run's output layout.
   absl::StatusOr<HeadOutputs> Predict(const TokenBatch& batch) const;
 
@@ -93,6 +100,7 @@ class TrainableModel {
   std::optional<QaHead> qa_;
   std::optional<MlmHead> mlm_;
   std::optional<SopHead> sop_;
+  bool bf16_autocast_ = false;
 };
 
 // Masked-LM evaluation: every example masked once with an rng seeded by

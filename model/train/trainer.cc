@@ -26,6 +26,7 @@
 #include "model/family/tokenizer_for_model.h"
 #include "model/train/portable_random.h"
 #include "model/train/trainer_impl.h"
+#include "model/util/cpu_info.h"
 #include "model/util/process.h"
 #include "model/util/status_macros.h"
 
@@ -86,6 +87,9 @@ absl::Status Trainer::Setup() {
         absl::StrCat("--layer-lr-decay must be in (0, 1] (1 = off), got ", o_.layer_lr_decay));
   }
   if (o_.listwise && task_ != Task::kRerank) return absl::InvalidArgumentError("--listwise is for --task rerank");
+  if (!o_.class_weights.empty() && task_ != Task::kClassify) {
+    return absl::InvalidArgumentError("--class-weights is for --task classify");
+  }
   if (!o_.objective.empty() && o_.objective != "sop" && o_.objective != "mlm") {
     return absl::InvalidArgumentError(absl::StrCat("--objective must be sop (or mlm), got \"", o_.objective, "\""));
   }
@@ -93,9 +97,9 @@ absl::Status Trainer::Setup() {
     return absl::InvalidArgumentError("--objective sop, --span-masking and --no-emd are for --task mlm");
   }
   if (o_.bf16) {
-    // LibTorch 1.13's CPU autocast leaves some of the encoder's operands in
-    // float32 (error "expected scalar type BFloat16 but found Float").
-    return absl::UnimplementedError("--bf16: CPU autocast of the encoder is not supported yet; train in fp32");
+    // model/train/autocast.h: matmuls in bf16, fp32 master weights,
+    // LayerNorm/softmax/losses in fp32; evaluation in fp32.
+    log_->info("--bf16: training forwards under CPU autocast to bfloat16 ({})", CpuPathNote());
   }
   if (!o_.dump_batches_dir.empty() && o_.resume) {
     return absl::InvalidArgumentError("--dump-batches records a run from its start: not with --resume");
@@ -123,6 +127,8 @@ absl::Status Trainer::Setup() {
   RETURN_IF_ERROR(LoadTokenizerAndConfig());
   RETURN_IF_ERROR(LoadData());
   RETURN_IF_ERROR(BuildModel());
+  model_->set_bf16_autocast(o_.bf16);
+  RETURN_IF_ERROR(model_->SetGradientCheckpointing(o_.gradient_checkpointing));
   RETURN_IF_ERROR(SetupOptimizer());
   if (resumed_) RETURN_IF_ERROR(TorchCall("loading optimizer state", [&] {
     torch::load(*optimizer_, (fs::path(StateDir()) / "optimizer.pt").string());
@@ -166,6 +172,8 @@ absl::Status Trainer::Setup() {
                 {"batch_size", o_.batch_size},
                 {"grad_accum", o_.grad_accum},
                 {"listwise", o_.listwise},
+                {"bf16", o_.bf16},
+                {"gradient_checkpointing", o_.gradient_checkpointing},
                 {"emd", !o_.no_emd},
                 {"objective", o_.objective.empty() ? "mlm" : o_.objective},
                 {"no_decay", no_decay_names_},
@@ -178,6 +186,10 @@ absl::Status Trainer::Setup() {
     json multipliers = json::object();
     for (const auto& [name, p] : params_) multipliers[name] = LayerLrMultiplier(name, config_.num_hidden_layers, o_.layer_lr_decay);
     run["lr_multipliers"] = multipliers;
+    if (class_weights_.defined()) {
+      run["class_weights"] = std::vector<float>(class_weights_.data_ptr<float>(),
+                                                class_weights_.data_ptr<float>() + class_weights_.numel());
+    }
     ASSIGN_OR_RETURN(dump_, BatchDump::Create(o_.dump_batches_dir, run, params_, comm_->rank(), comm_->world_size()));
     if (IsMain()) log_->info("--dump-batches: writing every step's batches to {}", o_.dump_batches_dir);
   }
@@ -269,6 +281,7 @@ absl::Status Trainer::LoadData() {
       config_.architectures = {family_->Architecture("ForSequenceClassification")};
       config_.dserve.task = Task::kClassify;
       ASSIGN_OR_RETURN(train_, BuildClassifyFeatures(classify_train_, *tokenizer_, labels, max_length_));
+      RETURN_IF_ERROR(SetClassWeights());
       break;
     }
     case Task::kAnswer: {
@@ -420,7 +433,9 @@ json Trainer::TrainingSettings() const {
             {"max_grad_norm", o_.max_grad_norm},
             {"max_length", max_length_},
             {"seed", o_.seed},
-            {"bf16", o_.bf16}};
+            {"bf16", o_.bf16},
+            {"gradient_checkpointing", o_.gradient_checkpointing}};
+  if (!o_.class_weights.empty()) j["class_weights"] = o_.class_weights;
   if (!o_.eval_path.empty()) j["eval"] = o_.eval_path;
   if (!o_.test_path.empty()) j["test"] = o_.test_path;
   if (!o_.init_dir.empty()) j["init"] = o_.init_dir;

@@ -190,6 +190,9 @@ class Trainer {
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   std::vector<std::string> no_decay_names_;  // parameters without weight decay
   std::vector<double> group_lr_multipliers_;  // per optimizer group: --layer-lr-decay's factor
+  torch::Tensor class_weights_;  // --class-weights: [num_labels] float, mean 1 over the training set
+  // --class-weights: class_weights_ from the training features' labels.
+  absl::Status SetClassWeights();
   std::unique_ptr<BatchDump> dump_;          // --dump-batches
 
   // progress counters (saved in trainer_state/state.json)

@@ -18,6 +18,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "model/deberta/torch_util.h"
 #include "model/train/trainer_impl.h"
 #include "model/util/status_macros.h"
@@ -41,6 +43,48 @@ uint64_t SplitMix(uint64_t x) {
 
 uint64_t MixSeed(uint64_t seed, uint64_t a, uint64_t b, uint64_t c) {
   return SplitMix(SplitMix(SplitMix(SplitMix(seed) ^ a) ^ b) ^ c) & 0x7FFFFFFFFFFFFFFFULL;
+}
+
+absl::Status Trainer::SetClassWeights() {
+  if (o_.class_weights.empty() || o_.class_weights == "none") return absl::OkStatus();
+  if (config_.problem_type == "multi_label_classification") {
+    return absl::InvalidArgumentError("--class-weights is for single-label classification (this data is multi-label)");
+  }
+  const std::vector<std::string> labels = config_.labels();
+  const size_t k = labels.size();
+  std::vector<double> count(k, 0.0);
+  for (const Feature& f : train_.features) count[static_cast<size_t>(f.labels.front())] += 1;
+  std::vector<double> w(k, 0.0);
+  if (o_.class_weights == "balanced") {
+    const double n = static_cast<double>(train_.features.size());
+    for (size_t c = 0; c < k; ++c) w[c] = count[c] > 0 ? n / (static_cast<double>(k) * count[c]) : 0.0;
+  } else {
+    std::vector<std::string> parts = absl::StrSplit(o_.class_weights, ',');
+    if (parts.size() != k) {
+      return absl::InvalidArgumentError(absl::StrCat("--class-weights: ", parts.size(), " weights for ", k,
+                                                     " labels (", absl::StrJoin(labels, ", "),
+                                                     "); give one per label in this order, or \"balanced\""));
+    }
+    for (size_t c = 0; c < k; ++c) {
+      if (!absl::SimpleAtod(parts[c], &w[c]) || !std::isfinite(w[c]) || w[c] < 0) {
+        return absl::InvalidArgumentError(absl::StrCat("--class-weights: "", parts[c], "" (label ", labels[c],
+                                                       ") is not a weight >= 0"));
+      }
+    }
+  }
+  double mean = 0;
+  for (size_t c = 0; c < k; ++c) mean += w[c] * count[c];
+  mean /= static_cast<double>(train_.features.size());
+  if (!(mean > 0)) return absl::InvalidArgumentError("--class-weights: every training example weighs 0");
+  std::vector<float> scaled(k);
+  std::vector<std::string> shown;
+  for (size_t c = 0; c < k; ++c) {
+    scaled[c] = static_cast<float>(w[c] / mean);
+    shown.push_back(absl::StrCat(labels[c], "=", absl::SixDigits(scaled[c])));
+  }
+  class_weights_ = torch::tensor(scaled, torch::kFloat);
+  if (IsMain()) log_->info("--class-weights {}: {}", o_.class_weights, absl::StrJoin(shown, " "));
+  return absl::OkStatus();
 }
 
 absl::Status Trainer::SetupOptimizer() {
@@ -120,7 +164,9 @@ absl::StatusOr<MicroResult> Trainer::Micro(const std::vector<int>& units, double
           std::vector<int64_t> y;
           for (int i : indices) y.push_back(train_.features[static_cast<size_t>(i)].labels.front());
           torch::Tensor labels = torch::tensor(y, torch::kLong);
-          loss_sum = F::cross_entropy(logits, labels, F::CrossEntropyFuncOptions().reduction(torch::kSum));
+          auto options = F::CrossEntropyFuncOptions().reduction(torch::kSum);
+          if (class_weights_.defined()) options.weight(class_weights_);
+          loss_sum = F::cross_entropy(logits, labels, options);
           dumped.emplace_back("labels", labels);
         }
         break;

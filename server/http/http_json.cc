@@ -24,7 +24,8 @@ absl::StatusOr<json> ParseObject(absl::string_view body) {
   if (j.is_discarded()) {
     // Parse again for the message (only on the error path).
     try {
-      (void)json::parse(body.begin(), body.end());
+      const json again = json::parse(body.begin(), body.end());  // throws here
+      (void)again;
     } catch (const json::parse_error& e) {
       return ParseError(absl::StrCat("body is not valid JSON (UTF-8): ", e.what()));
     }

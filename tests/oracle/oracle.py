@@ -98,7 +98,8 @@ class TaskLosses:
             y = m["labels"]
             if y.dim() == 2:  # multi-label
                 return F.binary_cross_entropy_with_logits(logits, y, reduction="none").mean(1).sum()
-            return F.cross_entropy(logits, y, reduction="sum")
+            # --class-weights: sum_i w(y_i) CE_i (None: unweighted)
+            return F.cross_entropy(logits, y, weight=getattr(self, "class_weights", None), reduction="sum")
         # rerank: max over each pair's chunks
         chunk = logits[:, 0]
         pair = m["chunk_pair"]
@@ -257,6 +258,39 @@ class OracleModel(nn.Module, TaskLosses):
         return mlm, sop
 
 
+class Bf16Autocast:
+    """`dserve train --bf16`'s precision policy, independently: torch.autocast
+    ("cpu", bfloat16) for the forward (matmuls in bf16, fp32 master weights),
+    LayerNorm in fp32 (torch 1.13's CPU autocast would hand it a bf16 input
+    and fp32 weights, which it refuses), losses on fp32 logits (the task
+    losses already cast)."""
+
+    def __enter__(self):
+        self._layer_norm = nn.functional.layer_norm
+        original = self._layer_norm
+
+        def layer_norm_fp32(x, shape, weight=None, bias=None, eps=1e-5):
+            return original(x.float(), shape, weight, bias, eps)
+
+        nn.functional.layer_norm = layer_norm_fp32
+        self._autocast = torch.autocast("cpu", dtype=torch.bfloat16)
+        self._autocast.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._autocast.__exit__(*exc)
+        nn.functional.layer_norm = self._layer_norm
+        return False
+
+
+class NoAutocast:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
 def cosine_schedule(warmup, total):
     """transformers.get_cosine_schedule_with_warmup's multiplier (num_cycles 0.5)."""
     def f(step):
@@ -341,6 +375,24 @@ def read_global_step(paths):
     return info, micros
 
 
+def micro_objective(model, task, run, m, micro_count, count, sop_count, perturb):
+    """One micro-batch's share of the step's loss (over the step's normaliser)."""
+    if task == "mlm":
+        mlm, sopl = model.loss_sum(m, perturb=perturb)
+        if perturb == "micro_mean":
+            n = int((m["labels"] >= 0).sum())
+            obj = mlm / max(1, n) / micro_count
+        else:
+            obj = mlm / count if count > 0 else mlm * 0
+        if sopl is not None and sop_count > 0:
+            obj = obj + sopl / sop_count
+        return obj
+    s = model.loss_sum(m, listwise=run.get("listwise", False), perturb=perturb)
+    if perturb == "micro_mean":
+        return s / units_of(task, run.get("listwise"), m) / micro_count
+    return s / count
+
+
 def replay(dump_dir, tolerance=1e-4, steps=None, perturb=None, log=print):
     with open(os.path.join(dump_dir, "run.json")) as f:
         run = json.load(f)
@@ -352,6 +404,8 @@ def replay(dump_dir, tolerance=1e-4, steps=None, perturb=None, log=print):
     else:
         model = OracleModel(run["config"], task, emd=run.get("emd", True), sop=sop)
     params = model.dump_names()
+    if run.get("class_weights") is not None and perturb != "unweighted":
+        model.class_weights = torch.tensor(run["class_weights"], dtype=torch.float32)
 
     # Initial weights: exactly the tensors dserve trains.
     init, _ = read_safetensors(os.path.join(dump_dir, "initial.safetensors"))
@@ -431,21 +485,11 @@ def replay(dump_dir, tolerance=1e-4, steps=None, perturb=None, log=print):
                 raise SystemExit("step %d: %d units in the batches, dserve divided by %s" % (k, count, info["units"]))
         loss = 0.0
         for m in micros:
-            if task == "mlm":
-                mlm, sopl = model.loss_sum(m, perturb=perturb)
-                if perturb == "micro_mean":
-                    n = int((m["labels"] >= 0).sum())
-                    obj = mlm / max(1, n) / len(micros)
-                else:
-                    obj = mlm / count if count > 0 else mlm * 0
-                if sopl is not None and sop_count > 0:
-                    obj = obj + sopl / sop_count
-            else:
-                s = model.loss_sum(m, listwise=run.get("listwise", False), perturb=perturb)
-                if perturb == "micro_mean":
-                    obj = s / units_of(task, run.get("listwise"), m) / len(micros)
-                else:
-                    obj = s / count
+            # --bf16: the forward under the same precision policy (a perturbed
+            # oracle "fp32" leaves it out, and must be caught).
+            with (Bf16Autocast() if run.get("bf16") and perturb != "fp32" else NoAutocast()):
+                obj = micro_objective(model, task, run, m, len(micros), count,
+                                      sop_count if task == "mlm" else 0, perturb)
             obj.backward()
             loss += float(obj)
         for p in all_params:

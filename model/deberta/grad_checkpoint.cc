@@ -1,0 +1,111 @@
+#include "model/deberta/grad_checkpoint.h"
+
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/autocast_mode.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
+#include <torch/torch.h>
+
+namespace dserve {
+namespace {
+
+using torch::autograd::Node;
+using torch::autograd::variable_list;
+
+torch::Tensor CpuRngState() {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void SetCpuRngState(const torch::Tensor& state) {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+// Autocast as the forward saw it, replayed for the recomputation.
+struct AutocastState {
+  bool cpu = false;
+  at::ScalarType dtype = at::kBFloat16;
+  static AutocastState Now() { return {at::autocast::is_cpu_enabled(), at::autocast::get_autocast_cpu_dtype()}; }
+  void Apply() const {
+    at::autocast::set_cpu_enabled(cpu);
+    at::autocast::set_autocast_cpu_dtype(dtype);
+  }
+};
+
+class CheckpointBackward : public Node {
+ public:
+  CheckpointBackward(CheckpointFn fn, std::vector<torch::Tensor> inputs, torch::Tensor rng, AutocastState autocast)
+      : fn_(std::move(fn)), inputs_(std::move(inputs)), rng_(std::move(rng)), autocast_(autocast) {}
+
+  variable_list apply(variable_list&& grads) override {
+    // Recompute with grad, from detached copies of the inputs, under the
+    // forward's generator and autocast state; put both back afterwards.
+    std::vector<torch::Tensor> detached;
+    detached.reserve(inputs_.size());
+    for (const auto& t : inputs_) {
+      detached.push_back(t.defined() ? t.detach().requires_grad_(t.requires_grad()) : t);
+    }
+    const torch::Tensor rng_now = CpuRngState();
+    const AutocastState autocast_now = AutocastState::Now();
+    torch::Tensor out;
+    {
+      at::AutoGradMode grad_on(true);
+      SetCpuRngState(rng_);
+      autocast_.Apply();
+      if (autocast_.cpu) at::autocast::increment_nesting();
+      try {
+        out = fn_(detached);
+      } catch (...) {
+        if (autocast_.cpu && at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+        autocast_now.Apply();
+        SetCpuRngState(rng_now);
+        throw;
+      }
+      if (autocast_.cpu && at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+      autocast_now.Apply();
+      SetCpuRngState(rng_now);
+      // Accumulates into the detached inputs' .grad and into the leaves fn
+      // read directly (the weights).
+      if (out.requires_grad()) torch::autograd::backward({out}, {grads[0]});
+    }
+    variable_list result;
+    result.reserve(detached.size());
+    for (auto& t : detached) result.push_back(t.defined() && t.requires_grad() ? t.grad() : torch::Tensor());
+    inputs_.clear();  // once: the graph is not retained
+    return result;
+  }
+
+  std::string name() const override { return "dserve::CheckpointBackward"; }
+
+ private:
+  CheckpointFn fn_;
+  std::vector<torch::Tensor> inputs_;
+  torch::Tensor rng_;
+  AutocastState autocast_;
+};
+
+}  // namespace
+
+torch::Tensor Checkpointed(CheckpointFn fn, std::vector<torch::Tensor> inputs) {
+  if (!at::GradMode::is_enabled()) return fn(inputs);
+  const torch::Tensor rng = CpuRngState();
+  torch::Tensor out;
+  {
+    torch::NoGradGuard no_grad;
+    out = fn(inputs);
+  }
+  auto node = std::shared_ptr<CheckpointBackward>(
+      new CheckpointBackward(std::move(fn), inputs, rng, AutocastState::Now()), torch::autograd::deleteNode);
+  node->set_next_edges(torch::autograd::collect_next_edges(inputs));
+  torch::autograd::set_history(out, node);
+  return out;
+}
+
+}  // namespace dserve
