@@ -63,6 +63,13 @@ Rows and how they are measured (docs/performance.md, "Harness", says more):
    counted as served. Ratio = HTTP calls/s / gRPC calls/s (medians over
    repeats), target >= 0.8; p99 of both beside it. The load generators run
    on the same machine as the server (wrk is the lighter client).
+17 int8 (issue 19): `dserve bench encoder --dtypes fp32,...,int8` in each round of
+   row 1 (one process: the dense layers quantized to int8, README "dtype
+   int8"); ratio = our fp32 s / our int8 s within the round, target >= 1.6x.
+18 int8 accuracy: argmax of `dserve forward --dtype int8` against fp32 on the
+   row-2 data (cls_factorized goldens, against Hugging Face's logits too,
+   and the demo classify model on its test tickets, or the fallback),
+   target >= 99% agreement on the demo data and every golden argmax kept.
 ORT needs `bash bench/onnx/setup.sh` once (npm install of onnxruntime-node
 into bench/onnx/node_modules); without it rows 11, 12 and 14 are SKIP with
 "ORT: not installed, run bench/onnx/setup.sh" and the ORT columns say so.
@@ -378,6 +385,10 @@ class Harness:
             log(f"ORT failed ({section}): {self.ort_errors[section]}")
             return None
 
+    def ours_dtypes(self):
+        """Our encoder's dtypes: the eager ones plus int8 (rows 17-18; eager has no int8 peer)."""
+        return list(self.dtypes) + ["int8"]
+
     def enc_shape(self):
         if self.mode == "tiny":  # ours: random weights of the config; eager: the checkpoint itself
             d = os.path.join(self.shared, "goldens", "model", "cls_factorized")
@@ -388,7 +399,8 @@ class Harness:
         m = self.m
         rounds = []
         for r in range(1, m["rounds"] + 1):
-            rd = {"ours_8": self.ours(8, ",".join(self.dtypes), m["enc_repeats"], r), "eager_8": {}, "eager_1": {}}
+            rd = {"ours_8": self.ours(8, ",".join(self.ours_dtypes()), m["enc_repeats"], r), "eager_8": {},
+                  "eager_1": {}}
             for dtype in self.dtypes:
                 for malloc in ("default", "tuned"):
                     rd["eager_8"][f"{dtype}/{malloc}"] = self.eager(8, dtype, malloc, m["enc_repeats"], r)
@@ -404,7 +416,7 @@ class Harness:
                "gflop_per_forward_8x128": first["gflop_per_forward"],
                "ours_8": {d: {k: med([rd["ours_8"]["dtypes"][d][k] for rd in rounds])
                               for k in ("median_s", "matmul_gflops", "model_gflops", "mfu_vs_matmul")}
-                          for d in self.dtypes},
+                          for d in self.ours_dtypes()},
                "ours_1_fp32_s": med([rd["ours_1"]["dtypes"]["fp32"]["median_s"] for rd in rounds]),
                "eager_8": {k: med([rd["eager_8"][k]["median_s"] for rd in rounds]) for k in rounds[0]["eager_8"]},
                "eager_1": {k: med([rd["eager_1"][k]["median_s"] for rd in rounds]) for k in rounds[0]["eager_1"]}}
@@ -416,7 +428,10 @@ class Harness:
             return cands[env], env
         res["ratios"] = {
             "fp32_8": [best(rd, "eager_8", "fp32")[0] / rd["ours_8"]["dtypes"]["fp32"]["median_s"] for rd in rounds],
-            "fp32_1": [best(rd, "eager_1", "fp32")[0] / rd["ours_1"]["dtypes"]["fp32"]["median_s"] for rd in rounds]}
+            "fp32_1": [best(rd, "eager_1", "fp32")[0] / rd["ours_1"]["dtypes"]["fp32"]["median_s"] for rd in rounds],
+            # Row 17: int8 against our own fp32, the same process.
+            "int8_8": [rd["ours_8"]["dtypes"]["fp32"]["median_s"] / rd["ours_8"]["dtypes"]["int8"]["median_s"]
+                       for rd in rounds]}
         res["best_env"] = {"fp32_8": [best(rd, "eager_8", "fp32")[1] for rd in rounds]}
         if "bf16" in self.dtypes:
             res["ratios"]["bf16_8"] = [best(rd, "eager_8", "bf16")[0] / rd["ours_8"]["dtypes"]["bf16"]["median_s"]
@@ -492,12 +507,16 @@ class Harness:
         ids = [c["input_ids"] for c in cases]
         f32 = self.forward_logits(gdir, ids, "fp32", "argmax_goldens")
         b16 = self.forward_logits(gdir, ids, "bf16", "argmax_goldens")
+        i8 = self.forward_logits(gdir, ids, "int8", "argmax_goldens")
         hf = [self.argmax(c["logits"]) for c in cases]
         res["goldens"] = {
             "checkpoint": "../shared/goldens/model/cls_factorized (cases + extra_cases)", "n": len(cases),
             "bf16_eq_fp32": sum(self.argmax(a) == self.argmax(b) for a, b in zip(b16, f32)),
             "bf16_eq_hf": sum(self.argmax(a) == h for a, h in zip(b16, hf)),
-            "fp32_eq_hf": sum(self.argmax(a) == h for a, h in zip(f32, hf))}
+            "fp32_eq_hf": sum(self.argmax(a) == h for a, h in zip(f32, hf)),
+            "int8_eq_fp32": sum(self.argmax(a) == self.argmax(b) for a, b in zip(i8, f32)),
+            "int8_eq_hf": sum(self.argmax(a) == h for a, h in zip(i8, hf)),
+            "int8_max_abs_diff": max(abs(x - y) for a, b in zip(i8, f32) for x, y in zip(a, b))}
         # Demo data: the demo classify model on its test tickets when deploy/demo has built them; otherwise the
         # golden classify checkpoint (with the toy tokenizer) on demo texts generated here.
         demo = os.path.abspath(self.a.demo_dir)
@@ -528,11 +547,15 @@ class Harness:
             ids.append(i if len(i) <= max_len else i[:max_len - 1] + [i[-1]])
         f32 = self.forward_logits(model, ids, "fp32", "argmax_demo")
         b16 = self.forward_logits(model, ids, "bf16", "argmax_demo")
-        d = {"what": what, "n": len(ids), "bf16_eq_fp32": sum(self.argmax(a) == self.argmax(b) for a, b in zip(b16, f32))}
+        i8 = self.forward_logits(model, ids, "int8", "argmax_demo")
+        d = {"what": what, "n": len(ids), "bf16_eq_fp32": sum(self.argmax(a) == self.argmax(b) for a, b in zip(b16, f32)),
+             "int8_eq_fp32": sum(self.argmax(a) == self.argmax(b) for a, b in zip(i8, f32)),
+             "int8_max_abs_diff": max(abs(x - y) for a, b in zip(i8, f32) for x, y in zip(a, b))}
         labels = cfg.get("id2label") or {}
         if all("label" in it for it in items) and set(it["label"] for it in items) <= set(labels.values()):
             d["accuracy_fp32"] = sum(labels[str(self.argmax(a))] == it["label"] for a, it in zip(f32, items)) / len(items)
             d["accuracy_bf16"] = sum(labels[str(self.argmax(a))] == it["label"] for a, it in zip(b16, items)) / len(items)
+            d["accuracy_int8"] = sum(labels[str(self.argmax(a))] == it["label"] for a, it in zip(i8, items)) / len(items)
         res["demo"] = d
         return res
 
@@ -1172,6 +1195,35 @@ class Harness:
                      + ", ".join(f"{h['calls_per_s'] / g['calls_per_s']:.2f}" for h, g in
                                  zip(H["runs"]["http"], H["runs"]["grpc"])) + ")"),
             f">= {HTTP_TARGET}x", lambda: H["ratio"] >= HTTP_TARGET, "http", lambda: float(H["ratio"]))
+
+        # Issue 19: int8 dynamic quantization of the dense layers, against our own fp32.
+        def r17():
+            i, f = E["ours_8"]["int8"], E["ours_8"]["fp32"]
+            return (f"{ratio('int8_8'):.2f}x (per round: {rounds_txt('int8_8')}); medians over rounds: int8 "
+                    f"{i['median_s']:.4f} s ({8 / i['median_s']:.2f} seq/s), fp32 {f['median_s']:.4f} s; int8 dense "
+                    f"GEMM peak (Int8Linear 2048^3, activation quantization included) {i['matmul_gflops']:.0f} GOP/s "
+                    f"vs fp32 matmul {f['matmul_gflops']:.0f} GFLOP/s")
+        row(17, "encoder int8 (dynamic quantization of the dense layers) vs our fp32, batch 8x128",
+            f"{shape}, random weights, {thr} threads, {reps}; `dserve bench encoder --dtypes ...,int8`, int8 and "
+            f"fp32 in the same process",
+            r17, ">= 1.6x", lambda: ratio("int8_8") >= 1.6, "encoder", lambda: ratio("int8_8"))
+
+        def int8_agreement():
+            return A["demo"]["int8_eq_fp32"] / A["demo"]["n"]
+
+        def r18():
+            g, d = A["goldens"], A["demo"]
+            acc = (f"; accuracy on its labels fp32 {d['accuracy_fp32']:.3f}, int8 {d['accuracy_int8']:.3f}"
+                   if "accuracy_int8" in d else "")
+            return (f"{100 * int8_agreement():.2f}% on demo data ({d['int8_eq_fp32']}/{d['n']}, max |int8 - fp32| "
+                    f"logit {d['int8_max_abs_diff']:.3g}){acc}; goldens: int8 = fp32 {g['int8_eq_fp32']}/{g['n']} "
+                    f"(= HF logits {g['int8_eq_hf']}/{g['n']}, max |int8 - fp32| logit {g['int8_max_abs_diff']:.3g})")
+        row(18, "int8 classification argmax agreement with fp32 (demo data; goldens all kept)",
+            lambda: (f"`dserve forward --dtype int8` vs `--dtype fp32` on the cls_factorized goldens "
+                     f"({A['goldens']['n']} sequences) and {A['demo']['what']}"),
+            r18, ">= 99% and every golden argmax kept",
+            lambda: int8_agreement() >= 0.99 and A["goldens"]["int8_eq_fp32"] == A["goldens"]["n"]
+            and A["goldens"]["int8_eq_hf"] == A["goldens"]["n"], "argmax", int8_agreement)
         return rows
 
     def forward_table(self):
@@ -1192,7 +1244,7 @@ class Harness:
         lines = ["| batch x tokens | dtype | dserve | eager (faster env) | ONNX Runtime | dserve vs eager | "
                  "dserve vs ORT |", "|---|---|---|---|---|---|---|"]
         if E:
-            best8 = {d: min(v for k, v in E["eager_8"].items() if k.startswith(d + "/")) for d in E["ours_8"]}
+            best8 = {d: min(v for k, v in E["eager_8"].items() if k.startswith(d + "/")) for d in self.dtypes}
             o8, r8 = ort_cell("encoder", E, "8")
             o1, r1 = ort_cell("encoder", E, "1")
             lines.append(f"| 8x128 | fp32 | {E['ours_8']['fp32']['median_s']:.4f} s | {best8['fp32']:.4f} s | {o8} | "
@@ -1200,6 +1252,9 @@ class Harness:
             if "bf16" in E["ours_8"]:
                 lines.append(f"| 8x128 | bf16 | {E['ours_8']['bf16']['median_s']:.4f} s | {best8['bf16']:.4f} s | n/a "
                              f"(no bf16 on ORT's CPU EP) | {med(E['ratios']['bf16_8']):.2f}x | n/a |")
+            if "int8" in E["ours_8"]:
+                lines.append(f"| 8x128 | int8 (dense layers) | {E['ours_8']['int8']['median_s']:.4f} s | n/a | n/a | "
+                             f"n/a (vs our fp32: {med(E['ratios']['int8_8']):.2f}x) | n/a |")
             lines.append(f"| 1x128 | fp32 | {E['ours_1_fp32_s']:.4f} s | {min(E['eager_1'].values()):.4f} s | {o1} | "
                          f"{med(E['ratios']['fp32_1']):.2f}x | {r1} |")
         if LG:

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """CI check of the performance harness: `bench/run_all.py --tiny` runs end to
 end on tiny models and reports every row of the table (issue 7's nine, the ALBERT row 10, issue 19's
-ONNX Runtime rows 11, 12, 14, long-sequence rows 13, 14, issue 16's delay sweep, row 15, and issue 17's HTTP vs gRPC, row 16) (measured, PASS or MISS; no timing is
+ONNX Runtime rows 11, 12, 14, long-sequence rows 13, 14, issue 16's delay sweep, row 15, and issue 17's HTTP vs gRPC, row 16, and issue 19's int8 rows 17-18) (measured, PASS or MISS; no timing is
 asserted), in its console output, report.md and report.json. The demo directory is pointed at a missing
 one so the argmax row's fallback (golden classify checkpoint + generated demo texts) runs.
 
@@ -61,10 +61,10 @@ class RunAllTiny(unittest.TestCase):
             p, out, report = run_all(tmp)
             self.assertEqual(p.returncode, 0, p.stdout[-3000:] + p.stderr[-3000:])
             self.assertRegex(p.stdout, r"Machine: nproc \d+, .+, flags ")
-            for n in range(1, 17):
+            for n in range(1, 19):
                 want = "SKIP" if absent and n in ORT_ROWS else "PASS|MISS"
                 self.assertRegex(p.stdout, rf"\[({want})\] row {n}: ", f"row {n} missing:\n{p.stdout}")
-            self.assertEqual([r["row"] for r in report["rows"]], list(range(1, 17)))
+            self.assertEqual([r["row"] for r in report["rows"]], list(range(1, 19)))
             for r in report["rows"]:
                 if absent and r["row"] in ORT_ROWS:
                     self.assertEqual(r["result"], "SKIP", r)
@@ -91,13 +91,21 @@ class RunAllTiny(unittest.TestCase):
             self.assertIn("no demo model built", argmax["demo"]["what"])
             self.assertEqual(argmax["goldens"]["n"], 8)
             self.assertGreater(argmax["demo"]["n"], 0)
+            # Rows 17-18 (issue 19): int8 timed beside fp32 in the same process, its argmax compared on the same data.
+            self.assertGreater(report["sections"]["encoder"]["ours_8"]["int8"]["median_s"], 0)
+            self.assertEqual(len(report["sections"]["encoder"]["ratios"]["int8_8"]), 1)
+            for where in ("goldens", "demo"):
+                self.assertLessEqual(argmax[where]["int8_eq_fp32"], argmax[where]["n"])
+            self.assertRegex(by_row[17]["measured"], r"^\d+\.\d+x \(per round")
+            self.assertRegex(by_row[18]["measured"], r"^\d+\.\d+% on demo data")
+            self.assertIn("| 8x128 | int8 (dense layers) |", p.stdout)
             # Row 7 reports the packed and the unsorted figure from the server's metrics.
             packing = report["sections"]["packing"]["padded_over_real"]
             self.assertGreaterEqual(packing["packing"], 1.0)
             self.assertGreaterEqual(packing["unsorted"], 1.0)
             with open(os.path.join(out, "report.md")) as f:
                 md = f.read()
-            self.assertEqual(len(re.findall(r"^\| \d+ \| ", md, re.M)), 16, md)
+            self.assertEqual(len(re.findall(r"^\| \d+ \| ", md, re.M)), 18, md)
             # Row 15 (issue 16): the delay sweep, every (delay, clients) cell measured.
             delay = report["sections"]["delay"]
             self.assertEqual(sorted(delay["runs"]), sorted(f"{d}/{c}" for d in (0, 2000, 10000) for c in (1, 8, 64)))

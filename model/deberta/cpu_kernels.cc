@@ -451,15 +451,28 @@ torch::Tensor Int8Linear::Forward(const torch::Tensor& x, const std::vector<int6
   const int64_t B = x.size(0), L = x.size(1);
   TORCH_CHECK(static_cast<int64_t>(lengths.size()) == B, "int8 linear: ", lengths.size(), " lengths for ", B,
               " sequences");
+  for (int64_t n : lengths) TORCH_CHECK(n >= 0 && n <= L, "int8 linear: length ", n, " outside [0, ", L, "]");
   const torch::Tensor in = x.contiguous();
   auto out = torch::empty({B, L, packed_->out}, in.options());
-  for (int64_t b = 0; b < B; ++b) {
+  auto one = [&](int64_t b) {
     const int64_t n = lengths[static_cast<size_t>(b)];
-    TORCH_CHECK(n >= 0 && n <= L, "int8 linear: length ", n, " outside [0, ", L, "]");
     torch::Tensor row = out[b];
     if (n > 0) row.narrow(0, 0, n).copy_(packed_->params->apply_dynamic(in[b].narrow(0, 0, n), packed_->reduce_range));
     if (n < L) row.narrow(0, n, L - n).zero_();
+  };
+  if (B < 2 || at::get_num_threads() < 2 || at::in_parallel_region()) {
+    for (int64_t b = 0; b < B; ++b) one(b);
+    return out;
   }
+  // Sequences spread over the intra-op threads, each GEMM single-threaded
+  // inside (oneDNN runs one thread in a parallel region): one parallel
+  // region per layer instead of one per sequence, whose barriers cost most
+  // when another process holds a core. The workers inherit InferenceMode.
+  const bool inference = c10::InferenceMode::is_enabled();
+  at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
+    c10::InferenceMode guard(inference);
+    for (int64_t b = begin; b < end; ++b) one(b);
+  });
   return out;
 }
 
