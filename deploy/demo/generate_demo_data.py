@@ -46,7 +46,10 @@ Files written into DIR:
         contiguous lines per query (an answerable question): its paragraph
         (label 1), 3 other paragraphs of the same manual (hard negatives) and 2
         paragraphs of other manuals (easy negatives), in shuffled order. The
-        split follows the positive paragraph's split.
+        split follows the positive paragraph's split. Plus two answerable
+        questions per product sheet (product_sheets.make_sheet_rerank): the
+        sheet, 3 sheets stating the asked attribute, 2 other sheets, all of
+        the query's split. Groups in shuffled order.
   mlm_train.txt, mlm_dev.txt   masked-LM corpus (blank lines separate
         documents): the manual paragraphs of the QA train (dev) split, one
         document per manual, the product sheets of that split, one document
@@ -61,7 +64,7 @@ import random
 import re
 import sys
 
-from product_sheets import SHEETS, make_sheets
+from product_sheets import SHEETS, make_sheet_rerank, make_sheets
 
 INTENTS = [
     "billing_dispute", "refund_request", "replacement_request", "password_reset",
@@ -922,6 +925,11 @@ def main(argv=None):
     for s in SPLITS:
         qa[s]["data"].extend(sheets[s])
     rerank = make_rerank(manuals, assign, args.seed)
+    sheet_rerank = make_sheet_rerank(sheets, args.seed)
+    for s in SPLITS:
+        # Sheet groups after the manual ones, then one shuffle of the whole split.
+        rerank[s].extend(sheet_rerank[s])
+        random.Random(f"{args.seed}/rerank-mix/{s}").shuffle(rerank[s])
 
     for s in SPLITS:
         write_jsonl(p(f"tickets_{s}.jsonl"), tickets[s])

@@ -204,3 +204,30 @@ def make_sheets(seed):
         offset += SHEETS[split]
         out[split] = [{"title": f"{brand} product sheets", "paragraphs": paras} for brand, paras in articles.items()]
     return out
+
+
+def make_sheet_rerank(sheets, seed, queries_per_sheet=2, n_hard=3, n_easy=2):
+    """split -> rerank groups from the sheets: a sheet's answerable question
+    as the query, the sheet itself (label 1), 3 sheets of the same split that
+    state the same attribute (hard: the attribute's words are there, the
+    product is not) and 2 other sheets of the split (easy), shuffled."""
+    rng = random.Random(f"{seed}/sheet-rerank")
+    out = {}
+    for split, articles in sheets.items():
+        paras = [p for art in articles for p in art["paragraphs"]]
+        stated = [{qa["id"].rsplit("-", 1)[1] for qa in p["qas"] if not qa["is_impossible"]} for p in paras]
+        groups = []
+        for i, p in enumerate(paras):
+            asked = [qa for qa in p["qas"] if not qa["is_impossible"]][:queries_per_sheet]
+            for qa in asked:
+                attr = qa["id"].rsplit("-", 1)[1]
+                same = [j for j in range(len(paras)) if j != i and attr in stated[j]]
+                hard = rng.sample(same, min(n_hard, len(same)))
+                rest = [j for j in range(len(paras)) if j != i and j not in hard]
+                easy = rng.sample(rest, n_easy)
+                group = [{"query": qa["question"], "passage": p["context"], "label": 1}]
+                group += [{"query": qa["question"], "passage": paras[j]["context"], "label": 0} for j in hard + easy]
+                rng.shuffle(group)
+                groups.append(group)
+        out[split] = groups
+    return out

@@ -18,10 +18,13 @@ recipe() {
               --epochs 4 --max-steps "$(demo_steps 300)" --batch-size 32 --lr 1e-3 --max-length 96) ;;
     answer)
       # ~2,700 training questions (mostly product sheets, deploy/demo/README.md)
-      # need several epochs before the model answers instead of abstaining
-      # (issue 18 defect 12: 300 steps gave HasAns F1 0).
+      # need ~18 epochs before the model answers instead of abstaining (issue
+      # 18 defect 12). Measured on the demo dev split (crossfit F1; always
+      # abstaining scores 37): 300 steps 37.2 (HasAns F1 0 on test), 1200
+      # steps 49.6; this recipe 48.2 / 70.6 / 76.8 / 86.5 at steps 1000-2500,
+      # and its model answers the test split at HasAns F1 88.9.
       RECIPE=(--task answer --train "$data/qa_train.json" --eval "$data/qa_dev.json"
-              --epochs 30 --max-steps "$(demo_steps 1200)" --eval-every "$(demo_steps 300)" --warmup-ratio 0.06
+              --epochs 30 --max-steps "$(demo_steps 3000)" --eval-every "$(demo_steps 500)" --warmup-ratio 0.06
               --batch-size 16 --lr 1e-3 --max-length 192 --doc-stride 64) ;;
     rerank)
       RECIPE=(--task rerank --train "$data/rerank_train.jsonl" --eval "$data/rerank_dev.jsonl"

@@ -214,7 +214,10 @@ class DemoData(unittest.TestCase):
         for i, d in enumerate(docs):
             for line in d.split("\n")[1:]:
                 manual_of[line] = i
+        sheet_split = {p["context"]: s for s in SPLITS for art in self.qa[s]["data"]
+                       if art["title"].endswith("product sheets") for p in art["paragraphs"]}
         queries_by_split = {}
+        sheet_groups = {}
         for s in SPLITS:
             rows = self.rerank[s]
             self.assertTrue(rows, s)
@@ -222,22 +225,37 @@ class DemoData(unittest.TestCase):
             for r in rows:
                 self.assertEqual(set(r), {"query", "passage", "label"})
                 self.assertIn(r["label"], (0, 1))
-                self.assertIn(r["passage"], manual_of)
+                self.assertTrue(r["passage"] in manual_of or r["passage"] in sheet_split, r["passage"][:60])
                 if groups and groups[-1][0]["query"] == r["query"]:
                     groups[-1].append(r)
                 else:
                     groups.append([r])
             queries = [g[0]["query"] for g in groups]
             self.assertEqual(len(queries), len(set(queries)), f"{s}: a query's lines are not contiguous")
+            sheet_groups[s] = 0
             for g in groups:
                 pos = [r for r in g if r["label"] == 1]
                 self.assertEqual(len(pos), 1, g[0]["query"])
+                if pos[0]["passage"] in sheet_split:
+                    # A product sheet's question: the product's name is in the
+                    # query and the positive only; hard negatives state the
+                    # asked attribute too; every passage from the query's split.
+                    sheet_groups[s] += 1
+                    name = re.match(r"The (.+?) is an? ", pos[0]["passage"]).group(1)
+                    self.assertIn(name, g[0]["query"])
+                    for r in g:
+                        self.assertEqual(sheet_split[r["passage"]], s)
+                        if r["label"] == 0:
+                            self.assertNotIn("The %s is " % name, r["passage"])
+                    self.assertEqual(len({r["passage"] for r in g}), len(g), "repeated passage")
+                    continue
                 home = manual_of[pos[0]["passage"]]
                 negs = [manual_of[r["passage"]] for r in g if r["label"] == 0]
                 self.assertGreaterEqual(sum(m == home for m in negs), 1, "no hard negative")
                 self.assertGreaterEqual(sum(m != home for m in negs), 1, "no easy negative")
                 self.assertEqual(len({r["passage"] for r in g}), len(g), "repeated passage")
             queries_by_split[s] = set(queries)
+            self.assertGreaterEqual(sheet_groups[s], 80 if s != "train" else 600, s)
         self.assertFalse(queries_by_split["train"] & queries_by_split["test"])
         self.assertFalse(queries_by_split["train"] & queries_by_split["dev"])
 
