@@ -1,6 +1,7 @@
 #include "model/deberta/cpu_kernels.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -467,11 +468,22 @@ torch::Tensor Int8Linear::Forward(const torch::Tensor& x, const std::vector<int6
   // Sequences spread over the intra-op threads, each GEMM single-threaded
   // inside (oneDNN runs one thread in a parallel region): one parallel
   // region per layer instead of one per sequence, whose barriers cost most
-  // when another process holds a core. The workers inherit InferenceMode.
+  // when another process holds a core. Each thread takes the next sequence,
+  // longest first, so mixed lengths and a thread that is off its core
+  // balance out. The workers inherit InferenceMode.
+  std::vector<int64_t> order(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) order[static_cast<size_t>(b)] = b;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return lengths[static_cast<size_t>(a)] > lengths[static_cast<size_t>(b)];
+  });
+  std::atomic<int64_t> next{0};
   const bool inference = c10::InferenceMode::is_enabled();
-  at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
+  const int64_t workers = std::min<int64_t>(B, at::get_num_threads());
+  at::parallel_for(0, workers, 1, [&](int64_t begin, int64_t end) {
     c10::InferenceMode guard(inference);
-    for (int64_t b = begin; b < end; ++b) one(b);
+    for (int64_t w = begin; w < end; ++w) {
+      for (int64_t i = next++; i < B; i = next++) one(order[static_cast<size_t>(i)]);
+    }
   });
   return out;
 }
