@@ -45,6 +45,7 @@ class CheckpointBackward : public Node {
       : fn_(std::move(fn)), inputs_(std::move(inputs)), rng_(std::move(rng)), autocast_(autocast) {}
 
   variable_list apply(variable_list&& grads) override {
+    if (!grads[0].defined()) return variable_list(inputs_.size());  // the output fed nothing
     // Recompute with grad, from detached copies of the inputs, under the
     // forward's generator and autocast state; put both back afterwards.
     std::vector<torch::Tensor> detached;

@@ -22,8 +22,8 @@ namespace dserve {
 
 using CheckpointFn = std::function<torch::Tensor(const std::vector<torch::Tensor>& inputs)>;
 
-// Without grad mode, or when no input and no leaf needs grad, just fn(inputs).
-// Undefined tensors in `inputs` are passed through as undefined.
+// Without grad mode, just fn(inputs). Undefined tensors in `inputs` are passed
+// through as undefined (and get no gradient).
 torch::Tensor Checkpointed(CheckpointFn fn, std::vector<torch::Tensor> inputs);
 
 }  // namespace dserve
