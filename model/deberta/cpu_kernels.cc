@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -221,6 +222,30 @@ void RunTiles(const FusedAttentionInput& in, torch::Tensor& context) {
 #endif
 
 }  // namespace
+
+std::string OneDnnIsa() {
+#ifdef DSERVE_HAVE_DNNL
+  switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
+    case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    default: {
+      char hex[32];
+      std::snprintf(hex, sizeof(hex), "unknown (0x%x)", static_cast<unsigned>(dnnl_get_effective_cpu_isa()));
+      return hex;
+    }
+  }
+#else
+  return "none";
+#endif
+}
 
 bool OneDnnBf16GemmAvailable() {
 #ifdef DSERVE_HAVE_DNNL

@@ -61,6 +61,14 @@ struct FusedAttentionInput {
 // and bf16 attention then runs as torch ops.
 bool OneDnnBf16GemmAvailable();
 
+// The instruction set oneDNN dispatches its GEMMs to on this CPU
+// (dnnl_get_effective_cpu_isa): "avx512_core_amx" (AMX tiles: bf16 and int8
+// GEMMs on AMX), "avx512_core_bf16", "avx512_core_vnni", "avx512_core",
+// "avx2_vnni", "avx2", ...; "unknown (0x..)" for a value this build does not
+// name, "none" without oneDNN. For benchmark reports (issue 19: which ISA the
+// bf16/int8 paths use).
+std::string OneDnnIsa();
+
 // True when FusedAttention can run: built with oneDNN, CPU tensor, float32
 // or bfloat16 (when OneDnnBf16GemmAvailable()), and autograd off.
 bool FusedAttentionApplies(const torch::Tensor& qkv);

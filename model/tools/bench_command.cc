@@ -170,7 +170,8 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
                                         {"device", device->str()},
                                         {"cpu", CpuModelName()},
                                         {"flags", CpuIsaFlags()}, {"bf16_matmul_path", Bf16MatmulPath()},
-                                        {"fused_bf16_attention", OneDnnBf16GemmAvailable()}}}};
+                                        {"fused_bf16_attention", OneDnnBf16GemmAvailable()},
+                                        {"onednn_isa", OneDnnIsa()}}}};
   RelativePositionMap map(*config);
   const auto table = map.Build(o.length, o.length);
   const int terms = (config->has_c2p() ? 1 : 0) + (config->has_p2c() ? 1 : 0);
@@ -253,9 +254,10 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
   }
   out << absl::StrFormat("encoder bench: shape %s, batch %d x %d tokens, device %s, %d threads, median of %d\n",
                          o.shape, o.batch_size, o.length, device->str(), threads, o.repeats);
-  out << absl::StrFormat("machine: nproc %d, cpu %s, flags %s, bf16 matmul path %s, fused bf16 attention %s\n",
-                         std::thread::hardware_concurrency(), CpuModelName(), CpuIsaFlags(), Bf16MatmulPath(),
-                         OneDnnBf16GemmAvailable() ? "on" : "off (no oneDNN bf16 gemm on this CPU)");
+  out << absl::StrFormat(
+      "machine: nproc %d, cpu %s, flags %s, bf16 matmul path %s, oneDNN ISA %s, fused bf16 attention %s\n",
+      std::thread::hardware_concurrency(), CpuModelName(), CpuIsaFlags(), Bf16MatmulPath(), OneDnnIsa(),
+      OneDnnBf16GemmAvailable() ? "on" : "off (no oneDNN bf16 gemm on this CPU)");
   out << absl::StrFormat("model GFLOP per forward: %.1f\n", flops / 1e9);
   out << absl::StrFormat("%-22s %14s %12s %10s %12s %14s %8s\n", "dtype", "matmul GFLOP/s", "forward s", "cpu s",
                          "seq/s", "model GFLOP/s", "MFU");
