@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/deberta/model.h"
+#include "tests/model/deberta/golden_files.h"
 #include "model/util/cpu_info.h"
 
 namespace dserve {
@@ -28,31 +29,9 @@ std::string TestDevice() {
   return device != nullptr && *device != '\0' ? device : "cpu";
 }
 
-// "cls_factorized" -> goldens/model/cls_factorized; a name with a folder
-// ("albert/albert_cls") is taken as it is (the ALBERT goldens share the layout).
-std::string GoldenDir(const std::string& name) {
-  const std::string folder = name.find('/') == std::string::npos ? "model/" : "";
-  return std::string(DSERVE_SHARED_DIR) + "/goldens/" + folder + name;
-}
-
-json ReadGolden(const std::string& name) {
-  std::ifstream in(GoldenDir(name) + "/golden.json");
-  EXPECT_TRUE(in.good()) << "cannot read golden for " << name;
-  return json::parse(in);
-}
-
-std::vector<float> Flatten(const json& j) {
-  std::vector<float> out;
-  if (j.is_array()) {
-    for (const auto& x : j) {
-      auto inner = Flatten(x);
-      out.insert(out.end(), inner.begin(), inner.end());
-    }
-  } else {
-    out.push_back(j.get<float>());
-  }
-  return out;
-}
+using golden::Flatten;
+using golden::GoldenDir;
+using golden::ReadGolden;
 
 // max |a - b| with the combined atol/rtol rule; fails the test when beyond.
 void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {

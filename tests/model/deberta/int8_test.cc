@@ -16,6 +16,7 @@
 
 #include "model/deberta/cpu_kernels.h"
 #include "model/deberta/model.h"
+#include "tests/model/deberta/golden_files.h"
 
 namespace dserve {
 namespace {
@@ -175,29 +176,9 @@ TEST(Int8Linear, RefusesWhatItCannotTake) {
 
 // ------------------------------------------------------------- goldens --
 
-std::string GoldenDir(const std::string& name) {
-  const std::string folder = name.find('/') == std::string::npos ? "model/" : "";
-  return std::string(DSERVE_SHARED_DIR) + "/goldens/" + folder + name;
-}
-
-json ReadGolden(const std::string& name) {
-  std::ifstream in(GoldenDir(name) + "/golden.json");
-  EXPECT_TRUE(in.good()) << "cannot read golden for " << name;
-  return json::parse(in);
-}
-
-std::vector<float> Flatten(const json& j) {
-  std::vector<float> out;
-  if (j.is_array()) {
-    for (const auto& x : j) {
-      auto inner = Flatten(x);
-      out.insert(out.end(), inner.begin(), inner.end());
-    }
-  } else {
-    out.push_back(j.get<float>());
-  }
-  return out;
-}
+using golden::Flatten;
+using golden::GoldenDir;
+using golden::ReadGolden;
 
 size_t Argmax(const std::vector<float>& v) { return std::max_element(v.begin(), v.end()) - v.begin(); }
 
