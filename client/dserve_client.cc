@@ -233,7 +233,7 @@ absl::StatusOr<v1::ListModelsResponse> Client::ListModels() const {
       });
 }
 
-absl::StatusOr<std::string> Client::Health(const std::string& service) const {
+absl::StatusOr<std::string> Client::Health(const std::string& service, std::string* peer) const {
   auto stub = grpc::health::v1::Health::NewStub(channel_);
   grpc::ClientContext context;
   Prepare(&context, Deadline());
@@ -241,6 +241,7 @@ absl::StatusOr<std::string> Client::Health(const std::string& service) const {
   request.set_service(service);
   grpc::health::v1::HealthCheckResponse response;
   grpc::Status status = stub->Check(&context, request, &response);
+  if (peer != nullptr) *peer = context.peer();
   if (!status.ok()) return ToAbslStatus(status);
   return grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status());
 }

@@ -84,8 +84,11 @@ class Client {
   absl::StatusOr<v1::ListModelsResponse> ListModels() const;
   // grpc.health.v1 Check of `service` ("" = the whole server). Returns the
   // serving status name: "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN" or
-  // "UNKNOWN". Not retried (a probe reports what it sees).
-  absl::StatusOr<std::string> Health(const std::string& service) const;
+  // "UNKNOWN". Not retried (a probe reports what it sees). When `peer` is
+  // given it receives the address of the backend that answered (gRPC's
+  // peer string, e.g. "ipv4:127.0.0.1:5001").
+  absl::StatusOr<std::string> Health(const std::string& service,
+                                     std::string* peer = nullptr) const;
 
   // Non-blocking calls on the gRPC callback API, retried like the blocking
   // ones (backoff waits on a grpc::Alarm, no thread sleeps).

@@ -3,12 +3,18 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <iostream>
+#include <set>
+#include <string>
 #include <thread>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 
 namespace dserve {
@@ -193,6 +199,39 @@ class LoadRunner {
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+// Backends the target lists explicitly: 2 for "ipv4:a:1,b:2" (likewise ipv6:
+// and unix:), 1 for anything else (a single host:port, or a dns: name whose
+// address count is only known to the resolver).
+int ListedBackends(const std::string& target) {
+  for (absl::string_view scheme : {"ipv4:", "ipv6:", "unix:"}) {
+    if (absl::StartsWith(target, scheme)) {
+      int n = 0;
+      for (absl::string_view a : absl::StrSplit(target.substr(scheme.size()), ',')) {
+        if (!a.empty()) ++n;
+      }
+      return std::max(n, 1);
+    }
+  }
+  return 1;
+}
+
+// Round-robin only picks backends whose connection is READY, and the channel
+// counts as connected once the first one is; until the others connect every
+// call goes to the first, which skews the measured split (under load, a third
+// of a short run). So before measuring, probe with health checks (each goes to
+// the next ready backend) until every listed backend has answered one, or the
+// timeout passes. Returns how many distinct backends answered.
+int WaitForListedBackends(const Client& client, int listed, absl::Time deadline) {
+  std::set<std::string> answered;
+  while (static_cast<int>(answered.size()) < listed && absl::Now() < deadline) {
+    std::string peer;
+    const size_t before = answered.size();
+    if (client.Health("", &peer).ok() && !peer.empty()) answered.insert(peer);
+    if (answered.size() == before) absl::SleepFor(absl::Milliseconds(20));
+  }
+  return static_cast<int>(answered.size());
+}
+
 }  // namespace
 
 absl::Status ValidateLoadOptions(const LoadOptions& o) {
@@ -228,6 +267,17 @@ absl::StatusOr<LoadReport> RunLoad(const ClientOptions& client_options, const Lo
     if (!(*client)->WaitForConnected(absl::Seconds(o.connect_timeout_s))) {
       return absl::UnavailableError(absl::StrFormat("cannot connect to %s within %.0f s",
                                                     c.target, o.connect_timeout_s));
+    }
+    const int listed = ListedBackends(c.target);
+    if (listed > 1 && c.lb_policy != "pick_first") {
+      const int answered = WaitForListedBackends(
+          **client, listed, absl::Now() + absl::Seconds(o.connect_timeout_s));
+      if (answered < listed) {
+        std::cerr << absl::StrFormat(
+            "warning: %d of the %d backends in %s answered a health check within %.0f s; "
+            "calls go to those that are connected\n",
+            answered, listed, c.target, o.connect_timeout_s);
+      }
     }
     clients.push_back(*std::move(client));
   }

@@ -55,7 +55,10 @@ absl::Status ValidateLoadOptions(const LoadOptions& options);
 
 // Runs the load against `client_options.target` and summarizes the counted
 // calls. Fails when the target cannot be reached at all; call errors are
-// counted in the report instead.
+// counted in the report instead. When the target lists several addresses
+// ("ipv4:a:1,b:2") and the policy is round-robin, no call is sent until every
+// listed backend has answered a health check (or connect_timeout_s passes,
+// with a warning on stderr), so the load is spread evenly from the first call.
 absl::StatusOr<LoadReport> RunLoad(const ClientOptions& client_options, const LoadOptions& options,
                                    std::vector<LoadRequest> inputs);
 

@@ -140,10 +140,11 @@ TEST_F(ClientE2eTest, LoadRoundRobinGivesBothServersAFairShare) {
   const double a = OkClassifyRequests(a_) - a_before;
   const double b = OkClassifyRequests(b_) - b_before;
   EXPECT_EQ(a + b, 400) << "a=" << a << " b=" << b;
-  EXPECT_GE(a / 400, 0.35) << "a=" << a << " b=" << b;
-  EXPECT_LE(a / 400, 0.65) << "a=" << a << " b=" << b;
-  EXPECT_GE(b / 400, 0.35) << "a=" << a << " b=" << b;
-  EXPECT_LE(b / 400, 0.65) << "a=" << a << " b=" << b;
+  // The generator waits until both backends answer before its first call, so
+  // round-robin alternates from the start: the split is even (200/200 when
+  // neither connection drops), not skewed by one backend connecting late.
+  EXPECT_GE(a / 400, 0.45) << "a=" << a << " b=" << b;
+  EXPECT_LE(a / 400, 0.55) << "a=" << a << " b=" << b;
 }
 
 TEST_F(ClientE2eTest, LoadOpenLoopKeepsItsSchedule) {
