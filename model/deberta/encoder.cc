@@ -43,7 +43,7 @@ torch::Tensor Drop(const torch::Tensor& x, double p) {
   return p > 0 ? torch::dropout(x, p, /*train=*/true) : x;
 }
 
-// In the weights' dtype: under training's bf16 autocast (model/train/autocast.h)
+// In the weights' dtype: under training's bf16 autocast (model/deberta/autocast.h)
 // a bf16 activation meets fp32 weights, and LayerNorm stays fp32.
 torch::Tensor Norm(const torch::Tensor& x, const NormWeights& w, double eps) {
   return torch::layer_norm(x.to(w.weight.scalar_type()), {x.size(-1)}, w.weight, w.bias, eps);

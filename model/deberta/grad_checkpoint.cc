@@ -5,10 +5,11 @@
 #include <utility>
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/torch.h>
+
+#include "model/deberta/autocast.h"
 
 namespace dserve {
 namespace {
@@ -28,20 +29,10 @@ void SetCpuRngState(const torch::Tensor& state) {
   gen.set_state(state);
 }
 
-// Autocast as the forward saw it, replayed for the recomputation.
-struct AutocastState {
-  bool cpu = false;
-  at::ScalarType dtype = at::kBFloat16;
-  static AutocastState Now() { return {at::autocast::is_cpu_enabled(), at::autocast::get_autocast_cpu_dtype()}; }
-  void Apply() const {
-    at::autocast::set_cpu_enabled(cpu);
-    at::autocast::set_autocast_cpu_dtype(dtype);
-  }
-};
-
 class CheckpointBackward : public Node {
  public:
-  CheckpointBackward(CheckpointFn fn, std::vector<torch::Tensor> inputs, torch::Tensor rng, AutocastState autocast)
+  CheckpointBackward(CheckpointFn fn, std::vector<torch::Tensor> inputs, torch::Tensor rng,
+                     CpuAutocastState autocast)
       : fn_(std::move(fn)), inputs_(std::move(inputs)), rng_(std::move(rng)), autocast_(autocast) {}
 
   variable_list apply(variable_list&& grads) override {
@@ -54,24 +45,20 @@ class CheckpointBackward : public Node {
       detached.push_back(t.defined() ? t.detach().requires_grad_(t.requires_grad()) : t);
     }
     const torch::Tensor rng_now = CpuRngState();
-    const AutocastState autocast_now = AutocastState::Now();
     torch::Tensor out;
     {
       at::AutoGradMode grad_on(true);
-      SetCpuRngState(rng_);
-      autocast_.Apply();
-      if (autocast_.cpu) at::autocast::increment_nesting();
-      try {
-        out = fn_(detached);
-      } catch (...) {
-        if (autocast_.cpu && at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-        autocast_now.Apply();
+      {
+        CpuAutocastScope replay(autocast_);
+        SetCpuRngState(rng_);
+        try {
+          out = fn_(detached);
+        } catch (...) {
+          SetCpuRngState(rng_now);
+          throw;
+        }
         SetCpuRngState(rng_now);
-        throw;
       }
-      if (autocast_.cpu && at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-      autocast_now.Apply();
-      SetCpuRngState(rng_now);
       // Accumulates into the detached inputs' .grad and into the leaves fn
       // read directly (the weights).
       if (out.requires_grad()) torch::autograd::backward({out}, {grads[0]});
@@ -89,7 +76,7 @@ class CheckpointBackward : public Node {
   CheckpointFn fn_;
   std::vector<torch::Tensor> inputs_;
   torch::Tensor rng_;
-  AutocastState autocast_;
+  CpuAutocastState autocast_;
 };
 
 }  // namespace
@@ -103,7 +90,7 @@ torch::Tensor Checkpointed(CheckpointFn fn, std::vector<torch::Tensor> inputs) {
     out = fn(inputs);
   }
   auto node = std::shared_ptr<CheckpointBackward>(
-      new CheckpointBackward(std::move(fn), inputs, rng, AutocastState::Now()), torch::autograd::deleteNode);
+      new CheckpointBackward(std::move(fn), inputs, rng, CpuAutocastState::Now()), torch::autograd::deleteNode);
   node->set_next_edges(torch::autograd::collect_next_edges(inputs));
   torch::autograd::set_history(out, node);
   return out;

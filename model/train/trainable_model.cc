@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "model/checkpoint/checkpoint_dir.h"
 #include "model/deberta/weights.h"
-#include "model/train/autocast.h"
+#include "model/deberta/autocast.h"
 #include "model/train/data.h"
 #include "model/util/status_macros.h"
 

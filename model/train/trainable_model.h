@@ -61,7 +61,7 @@ class TrainableModel {
   bool has_sop() const { return sop_.has_value(); }
 
   // --bf16: training forwards (Forward / Mlm with `training`) run under CPU
-  // autocast to bfloat16 (model/train/autocast.h); the weights stay fp32 and
+  // autocast to bfloat16 (model/deberta/autocast.h); the weights stay fp32 and
   // evaluation forwards stay fp32.
   void set_bf16_autocast(bool on) { bf16_autocast_ = on; }
   // --gradient-checkpointing (TrainableEncoder::SetGradientCheckpointing).

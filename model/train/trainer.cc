@@ -97,7 +97,7 @@ absl::Status Trainer::Setup() {
     return absl::InvalidArgumentError("--objective sop, --span-masking and --no-emd are for --task mlm");
   }
   if (o_.bf16) {
-    // model/train/autocast.h: matmuls in bf16, fp32 master weights,
+    // model/deberta/autocast.h: matmuls in bf16, fp32 master weights,
     // LayerNorm/softmax/losses in fp32; evaluation in fp32.
     log_->info("--bf16: training forwards under CPU autocast to bfloat16 ({})", CpuPathNote());
   }

@@ -97,7 +97,7 @@ struct TrainOptions {
   // keeping them (long sequences; DeBERTa): same gradients, less memory,
   // about a third more compute per step.
   bool gradient_checkpointing = false;
-  bool bf16 = false;          // CPU autocast to bf16 for training forwards (model/train/autocast.h)
+  bool bf16 = false;          // CPU autocast to bf16 for training forwards (model/deberta/autocast.h)
   std::string problem_type;   // classify: "" (from the data) or multi_label_classification
   // Single-label classify on skewed intents: "" (none), "balanced" (class c
   // weighs N / (K x N_c) over the training set, scikit-learn's rule) or one
