@@ -7,19 +7,26 @@
 # every number is on a held-out split (MLM dev, classify and QA test). Writes
 # OUT/ablation.md: mean ± sample std over the seeds, and every run's numbers.
 # Not run in CI (about 15 minutes per variant and seed on 2 cores at scale 1).
+# Runs are resumable: a finished stage is skipped on the next call.
 #
 #   bash deploy/demo/ablation.sh [OUT]      (default build/ablation)
 #   DSERVE_ABLATION_SEEDS="13 14 15" (default), DSERVE_ABLATION_VARIANTS
-#   (default "full no_emd no_c2p no_p2c absolute")
+#   (default "full no_emd no_c2p no_p2c absolute"), DSERVE_ABLATION_JOBS
+#   (runs at once, default 1) with DSERVE_ABLATION_THREADS intra-op threads
+#   each (default 0 = dserve's default). The toy encoder is too small to keep
+#   two threads busy, so on 2 cores JOBS=2 THREADS=1 finishes sooner.
+# Each run's log is OUT/VARIANT/seedS/log.txt, its stage times times.txt.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-build/ablation}
 dserve=${DSERVE_BIN:-build/bin/dserve}
 seeds=${DSERVE_ABLATION_SEEDS:-13 14 15}
 variants=${DSERVE_ABLATION_VARIANTS:-full no_emd no_c2p no_p2c absolute}
+jobs=${DSERVE_ABLATION_JOBS:-1}
+threads=${DSERVE_ABLATION_THREADS:-0}
 mkdir -p "$out"
 # Data and tokenizer shared with the demo models (seed 13's data).
-DSERVE_DEMO_TASKS=classify bash deploy/demo/train_demo_models.sh build/demo >/dev/null
+DSERVE_DEMO_DATA_ONLY=1 bash deploy/demo/train_demo_models.sh build/demo >/dev/null
 data=build/demo/data
 spm=build/demo/tokenizer/spm.model
 base=build/demo/config.json
@@ -42,32 +49,52 @@ print(json.dumps(config))
 PY
 }
 
-for name in $variants; do
-  for seed in $seeds; do
-    dir=$out/$name/seed$seed
-    mkdir -p "$dir"
-    variant_config "$name" > "$dir/config.json"
-    emd=()
-    [ "$name" = no_emd ] && emd=(--no-emd)
-    if [ ! -f "$dir/mlm/best/config.json" ]; then
-      echo "== ablation $name seed $seed: pretraining" >&2
-      recipe mlm
-      "$dserve" train "${RECIPE[@]}" --config "$dir/config.json" --tokenizer "$spm" --out "$dir/mlm" \
-        --seed "$seed" "${emd[@]}"
+timed() {  # stage, command...: runs it, appends "stage seconds" to times.txt
+  local stage=$1 start=$SECONDS; shift
+  "$@"
+  echo "$stage $((SECONDS - start))" >> "$dir/times.txt"
+}
+
+one_run() {  # variant, seed
+  local name=$1 seed=$2
+  dir=$out/$name/seed$seed
+  mkdir -p "$dir"
+  variant_config "$name" > "$dir/config.json"
+  local emd=()
+  [ "$name" = no_emd ] && emd=(--no-emd)
+  if [ ! -f "$dir/mlm/best/config.json" ]; then
+    recipe mlm
+    timed mlm "$dserve" train "${RECIPE[@]}" --config "$dir/config.json" --tokenizer "$spm" \
+      --out "$dir/mlm" --seed "$seed" --threads "$threads" "${emd[@]}"
+  fi
+  for task in classify answer; do
+    if [ ! -f "$dir/$task/best/config.json" ]; then
+      recipe "$task"
+      timed "$task" "$dserve" train "${RECIPE[@]}" --init "$dir/mlm/best" --out "$dir/$task" \
+        --seed "$seed" --threads "$threads"
     fi
-    for task in classify answer; do
-      if [ ! -f "$dir/$task/best/config.json" ]; then
-        echo "== ablation $name seed $seed: $task" >&2
-        recipe "$task"
-        "$dserve" train "${RECIPE[@]}" --init "$dir/mlm/best" --out "$dir/$task" --seed "$seed"
-      fi
-    done
-    [ -f "$dir/mlm.json" ] || "$dserve" eval --model "$dir/mlm/best" --data "$data/mlm_dev.txt" > "$dir/mlm.json"
-    [ -f "$dir/classify.json" ] ||
-      "$dserve" eval --model "$dir/classify/best" --data "$data/tickets_test.jsonl" > "$dir/classify.json"
-    [ -f "$dir/answer.json" ] || "$dserve" eval --model "$dir/answer/best" --data "$data/qa_test.json" > "$dir/answer.json"
+  done
+  [ -f "$dir/mlm.json" ] || "$dserve" eval --model "$dir/mlm/best" --data "$data/mlm_dev.txt" > "$dir/mlm.json"
+  [ -f "$dir/classify.json" ] ||
+    "$dserve" eval --model "$dir/classify/best" --data "$data/tickets_test.jsonl" > "$dir/classify.json"
+  [ -f "$dir/answer.json" ] || "$dserve" eval --model "$dir/answer/best" --data "$data/qa_test.json" > "$dir/answer.json"
+}
+
+# Seeds outer, so an interrupted run has every variant at the first seeds.
+failed=0
+for seed in $seeds; do
+  for name in $variants; do
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || failed=1; done
+    echo "== ablation $name seed $seed ($(date +%H:%M:%S)); log: $out/$name/seed$seed/log.txt" >&2
+    mkdir -p "$out/$name/seed$seed"
+    one_run "$name" "$seed" > "$out/$name/seed$seed/log.txt" 2>&1 &
   done
 done
+while [ "$(jobs -rp | wc -l)" -gt 0 ]; do wait -n || failed=1; done
+if [ "$failed" != 0 ]; then
+  echo "ablation: a run failed; see the log.txt files under $out" >&2
+  exit 1
+fi
 
 /usr/bin/python3 - "$out" "$variants" "$seeds" "${DSERVE_DEMO_STEPS:-1.0}" <<'PY' | tee "$out/ablation.md"
 import json, os, statistics, sys

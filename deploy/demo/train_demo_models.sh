@@ -12,6 +12,8 @@
 # returns at once; DSERVE_DEMO_FORCE=1 retrains. DSERVE_DEMO_STEPS scales the
 # number of optimizer steps (default 1.0). DSERVE_DEMO_TASKS picks the
 # fine-tuned tasks (default "classify answer rerank"; MLM always runs).
+# DSERVE_DEMO_DATA_ONLY=1 stops after the data, tokenizer and config.json
+# (what deploy/demo/ablation.sh shares with the demo).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-build/demo}
@@ -44,6 +46,7 @@ cat > "$out/config.json" <<JSON
  "norm_rel_ebd": "layer_norm", "share_att_key": true, "position_biased_input": false,
  "pooler_hidden_act": "gelu", "pooler_dropout": 0, "pad_token_id": 0}
 JSON
+[ "${DSERVE_DEMO_DATA_ONLY:-0}" = 1 ] && exit 0
 
 run() {  # name, then dserve train arguments
   local name=$1; shift
