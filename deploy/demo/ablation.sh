@@ -6,15 +6,19 @@
 # (deploy/demo/recipes.sh, scaled by DSERVE_DEMO_STEPS), at equal steps;
 # every number is on a held-out split (MLM dev, classify and QA test). Writes
 # OUT/ablation.md: mean ± sample std over the seeds, and every run's numbers.
-# Not run in CI (about 15 minutes per variant and seed on 2 cores at scale 1).
-# Runs are resumable: a finished stage is skipped on the next call.
+# The full table is not run in CI (about 11 minutes per variant and seed on
+# 2 cores at scale 0.5, docs/ablation.md); ctest demo.ablation_smoke runs the
+# script end to end at a tiny scale. Runs are resumable: a finished stage is
+# skipped on the next call.
 #
 #   bash deploy/demo/ablation.sh [OUT]      (default build/ablation)
 #   DSERVE_ABLATION_SEEDS="13 14 15" (default), DSERVE_ABLATION_VARIANTS
 #   (default "full no_emd no_c2p no_p2c absolute"), DSERVE_ABLATION_JOBS
 #   (runs at once, default 1) with DSERVE_ABLATION_THREADS intra-op threads
-#   each (default 0 = dserve's default). The toy encoder is too small to keep
-#   two threads busy, so on 2 cores JOBS=2 THREADS=1 finishes sooner.
+#   each (default 0 = dserve's default). The toy encoder is too small to
+#   keep two threads busy, so on 2 cores JOBS=2 THREADS=1 finishes sooner.
+#   DSERVE_ABLATION_DEMO_DIR: where the shared demo data and tokenizer are
+#   made (default build/demo).
 # Each run's log is OUT/VARIANT/seedS/log.txt, its stage times times.txt.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,10 +30,11 @@ jobs=${DSERVE_ABLATION_JOBS:-1}
 threads=${DSERVE_ABLATION_THREADS:-0}
 mkdir -p "$out"
 # Data and tokenizer shared with the demo models (seed 13's data).
-DSERVE_DEMO_DATA_ONLY=1 bash deploy/demo/train_demo_models.sh build/demo >/dev/null
-data=build/demo/data
-spm=build/demo/tokenizer/spm.model
-base=build/demo/config.json
+demo=${DSERVE_ABLATION_DEMO_DIR:-build/demo}
+DSERVE_DEMO_DATA_ONLY=1 bash deploy/demo/train_demo_models.sh "$demo" >/dev/null
+data=$demo/data
+spm=$demo/tokenizer/spm.model
+base=$demo/config.json
 source deploy/demo/recipes.sh
 
 variant_config() {  # name -> config.json edits
