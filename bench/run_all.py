@@ -1054,7 +1054,7 @@ class Harness:
             return (f"{100 * ratio('mfu_bf16'):.1f}% (per round: {rounds_txt('mfu_bf16', '{:.1%}')}); medians: "
                     f"{b['model_gflops']:.1f} model GFLOP/s ({E['gflop_per_forward_8x128']:.1f} GFLOP per forward / "
                     f"{b['median_s']:.4f} s) vs bf16 matmul {b['matmul_gflops']:.1f} GFLOP/s; fp32 "
-                    f"{100 * E['ours_8']['fp32']['mfu_vs_matmul']:.1f}% of {E['ours_8']['fp32']['matmul_gflops']:.1f}")
+                    f"{100 * E['ours_8']['fp32']['mfu_vs_matmul']:.1f}% of fp32 sgemm {E['ours_8']['fp32']['matmul_gflops']:.1f}")
         row(4, "bf16 model-FLOP utilisation vs measured bf16 matmul peak",
             f"{shape}, 8x128, {thr} threads; peak = 2048^3 torch.matmul in the same `dserve bench encoder` process; "
             f"median over rounds",
@@ -1202,7 +1202,7 @@ class Harness:
             return (f"{ratio('int8_8'):.2f}x (per round: {rounds_txt('int8_8')}); medians over rounds: int8 "
                     f"{i['median_s']:.4f} s ({8 / i['median_s']:.2f} seq/s), fp32 {f['median_s']:.4f} s; int8 dense "
                     f"GEMM peak (Int8Linear 2048^3, activation quantization included) {i['matmul_gflops']:.0f} GOP/s "
-                    f"vs fp32 matmul {f['matmul_gflops']:.0f} GFLOP/s")
+                    f"vs fp32 sgemm {f['matmul_gflops']:.0f} GFLOP/s")
         row(17, "encoder int8 (dynamic quantization of the dense layers) vs our fp32, batch 8x128",
             f"{shape}, random weights, {thr} threads, {reps}; `dserve bench encoder --dtypes ...,int8`, int8 and "
             f"fp32 in the same process",

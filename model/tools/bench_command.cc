@@ -114,8 +114,11 @@ double MedianSeconds(const torch::Device& device, int warmup, int repeats, Fn&& 
   return times[times.size() / 2];
 }
 
-// The matmul peak of `dtype`; with `int8`, of Int8Linear (the int8 dense
-// layers: dynamic activation quantization included) on a 2048^3 product.
+// The matmul peak of `dtype` on a 2048^3 product, through the GEMM our dense
+// layers use: with `int8`, Int8Linear (dynamic activation quantization
+// included); fp32 on CPU, FusedLinear (oneDNN's sgemm; torch::matmul goes
+// through the BLAS, which is slower here, so an MFU against it read above
+// 100%); otherwise torch::matmul (oneDNN for bf16 on CPU).
 double MatmulGflops(torch::ScalarType dtype, const torch::Device& device, int repeats, bool int8 = false) {
   torch::InferenceMode guard;
   const int64_t n = device.is_cuda() ? 8192 : 2048;
@@ -124,6 +127,8 @@ double MatmulGflops(torch::ScalarType dtype, const torch::Device& device, int re
   if (int8) {
     const Int8Linear q = Int8Linear::Pack(b, torch::Tensor());
     s = MedianSeconds(device, 1, repeats, [&] { auto c = q.Forward(a); });
+  } else if (dtype == torch::kFloat && FusedLinearApplies(a, b, torch::Tensor())) {
+    s = MedianSeconds(device, 1, repeats, [&] { auto c = FusedLinear(a, b, torch::Tensor()); });
   } else {
     s = MedianSeconds(device, 1, repeats, [&] { auto c = torch::matmul(a, b); });
   }
