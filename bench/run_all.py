@@ -64,8 +64,8 @@ Rows and how they are measured (docs/performance.md, "Harness", says more):
    repeats), target >= 0.8; p99 of both beside it. The load generators run
    on the same machine as the server (wrk is the lighter client).
 17 int8 (issue 19): `dserve bench encoder --dtypes fp32,...,int8` in each round of
-   row 1 (one process: the dense layers quantized to int8, README "dtype
-   int8"); ratio = our fp32 s / our int8 s within the round, target >= 1.6x.
+   row 1 (one process: the dense layers quantized to int8, docs/models.md
+   "--dtype"); ratio = our fp32 s / our int8 s within the round, target >= 1.6x.
 18 int8 accuracy: argmax of `dserve forward --dtype int8` against fp32 on the
    row-2 data (cls_factorized goldens, against Hugging Face's logits too,
    and the demo classify model on its test tickets, or the fallback),

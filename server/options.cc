@@ -76,77 +76,142 @@ absl::StatusOr<std::vector<ConfigItem>> ReadConfigFile(
   return items;
 }
 
+// The groups of `dserve serve --help`; docs/serving.md has one section per
+// group under exactly these names (ctest docs.serve_flags checks both).
+constexpr char kGroupModels[] = "Models and listeners";
+constexpr char kGroupHttp[] = "HTTP";
+constexpr char kGroupDevices[] = "Devices and precision";
+constexpr char kGroupBatching[] = "Batching and queues";
+constexpr char kGroupLimits[] = "Limits";
+constexpr char kGroupSecurity[] = "Security";
+constexpr char kGroupLifecycle[] = "Lifecycle and reload";
+
 }  // namespace
 
 void AddServeFlags(CLI::App* app, ServeOptions* o) {
-  app->add_option("--config", o->config_file, "YAML or JSON file with the same settings (flags override it)");
-  app->add_option("--model", o->models, "NAME=DIR of a checkpoint to serve (repeatable)");
-  app->add_option("--listen", o->listen, "gRPC address HOST:PORT")->capture_default_str();
+  // Models and listeners
+  app->add_option("--config", o->config_file, "YAML or JSON file with the same settings (flags override it)")
+      ->group(kGroupModels);
+  app->add_option("--model", o->models, "NAME=DIR of a checkpoint to serve (repeatable)")->group(kGroupModels);
+  app->add_option("--listen", o->listen, "gRPC address HOST:PORT")->capture_default_str()->group(kGroupModels);
   app->add_option("--metrics-listen", o->metrics_listen, "Prometheus /metrics address; empty disables")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->group(kGroupModels);
+
+  // HTTP
   app->add_option("--http-listen", o->http_listen, "HTTP/JSON API address (HOST:PORT); empty = off")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->group(kGroupHttp);
   app->add_option("--http-default-model", o->http_default_model,
-                  "model of the TEI routes when a request names none; empty = the only model of the task");
+                  "model of the TEI routes when a request names none; empty = the only model of the task")
+      ->group(kGroupHttp);
   app->add_option("--http-threads", o->http_threads, "HTTP server threads (keep-alive connections served at once)")
-      ->capture_default_str();
-  app->add_option("--device", o->device, "auto|cpu|cuda|cuda:N")->capture_default_str();
-  app->add_option("--dtype", o->dtype, "fp32|bf16|fp16|int8 (int8: dense layers quantized, CPU only; README)")->capture_default_str();
-  app->add_option("--workers", o->workers, "worker threads per model (0 = auto)")->capture_default_str();
+      ->capture_default_str()
+      ->group(kGroupHttp);
+
+  // Devices and precision
+  app->add_option("--device", o->device, "auto|cpu|cuda|cuda:N")->capture_default_str()->group(kGroupDevices);
+  app->add_option("--dtype", o->dtype,
+                  "fp32|bf16|fp16|int8 (int8: dense layers quantized, CPU only; docs/models.md)")
+      ->capture_default_str()
+      ->group(kGroupDevices);
+  app->add_option("--workers", o->workers, "worker threads per model (0 = auto)")
+      ->capture_default_str()
+      ->group(kGroupDevices);
   app->add_option("--threads-per-worker", o->threads_per_worker, "intra-op threads per worker (0 = auto)")
-      ->capture_default_str();
-  app->add_option("--max-batch-size", o->max_batch_size, "items per batch")->capture_default_str();
-  app->add_option("--max-batch-tokens", o->max_batch_tokens, "padded tokens per batch")->capture_default_str();
-  app->add_option("--max-queue-delay-us", o->max_queue_delay_us, "an idle worker waits this long, microseconds, for a batch to fill (size or tokens) before it takes "
-                  "what is there; 0 = at once")
-      ->capture_default_str();
-  app->add_option("--max-queue-items", o->max_queue_items, "queued items per model: requests are refused (RESOURCE_EXHAUSTED) while this many wait; a "
-                  "request with more items is INVALID_ARGUMENT")
-      ->capture_default_str();
-  app->add_option("--packing", o->packing, "length-aware packing (true|false)")->capture_default_str();
-  app->add_option("--max-padding-ratio", o->max_padding_ratio,
-                  "with --packing: a batch's padded tokens at most this x its real tokens (0 = no bound)")
-      ->capture_default_str();
-  app->add_option("--drain-timeout-s", o->drain_timeout_s, "seconds in-flight calls get on SIGTERM")
-      ->capture_default_str();
-  app->add_option("--max-connection-age-s", o->max_connection_age_s,
-                  "GOAWAY on connections older than this, seconds (+-10%), so clients rebalance; 0 = never")
-      ->capture_default_str();
-  app->add_option("--max-connection-age-grace-s", o->max_connection_age_grace_s,
-                  "calls on a connection past its age get this long, seconds, before it is closed")
-      ->capture_default_str();
-  app->add_option("--max-concurrent-preprocess", o->max_concurrent_preprocess,
-                  "requests parsed and tokenized at once; more get RESOURCE_EXHAUSTED (0 = auto: 2 x cores, >= 4)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->group(kGroupDevices);
   app->add_option("--completion-threads", o->completion_threads,
                   "threads that decode finished calls and build replies, off the inference workers")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->group(kGroupDevices);
+
+  // Batching and queues
+  app->add_option("--max-batch-size", o->max_batch_size, "items per batch")
+      ->capture_default_str()
+      ->group(kGroupBatching);
+  app->add_option("--max-batch-tokens", o->max_batch_tokens, "padded tokens per batch")
+      ->capture_default_str()
+      ->group(kGroupBatching);
+  app->add_option("--max-queue-delay-us", o->max_queue_delay_us,
+                  "an idle worker waits this long, microseconds, for a batch to fill (size or tokens) before it takes "
+                  "what is there; 0 = at once")
+      ->capture_default_str()
+      ->group(kGroupBatching);
+  app->add_option("--max-queue-items", o->max_queue_items,
+                  "queued items per model: requests are refused (RESOURCE_EXHAUSTED) while this many wait; a "
+                  "request with more items is INVALID_ARGUMENT")
+      ->capture_default_str()
+      ->group(kGroupBatching);
+  app->add_option("--packing", o->packing, "length-aware packing (true|false)")
+      ->capture_default_str()
+      ->group(kGroupBatching);
+  app->add_option("--max-padding-ratio", o->max_padding_ratio,
+                  "with --packing: a batch's padded tokens at most this x its real tokens (0 = no bound)")
+      ->capture_default_str()
+      ->group(kGroupBatching);
   app->add_option("--default-priority", o->default_priority,
                   "priority of requests that set none (higher is batched first); per model in --config")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->group(kGroupBatching);
   app->add_option("--priority-aging-ms", o->priority_aging_ms,
                   "each this many ms an item waits raises its priority by one, so low priorities never starve")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->group(kGroupBatching);
   app->add_option("--max-queue-time-ms", o->max_queue_time_ms,
                   "an item queued this long gets DEADLINE_EXCEEDED even without a client deadline; 0 = none")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->group(kGroupBatching);
+
+  // Limits
+  app->add_option("--max-message-bytes", o->max_message_bytes, "largest request message, bytes")
+      ->capture_default_str()
+      ->group(kGroupLimits);
+  app->add_option("--max-texts-per-request", o->max_texts_per_request, "Classify texts of one request")
+      ->capture_default_str()
+      ->group(kGroupLimits);
+  app->add_option("--max-documents-per-request", o->max_documents_per_request, "Rerank documents of one request")
+      ->capture_default_str()
+      ->group(kGroupLimits);
+  app->add_option("--max-contexts-per-request", o->max_contexts_per_request, "Answer contexts of one request")
+      ->capture_default_str()
+      ->group(kGroupLimits);
+  app->add_option("--max-windows-per-request", o->max_windows_per_request,
+                  "Answer windows / Rerank chunks of one request, all texts together")
+      ->capture_default_str()
+      ->group(kGroupLimits);
+  app->add_option("--max-text-bytes", o->max_text_bytes, "largest single text, bytes")
+      ->capture_default_str()
+      ->group(kGroupLimits);
+  app->add_option("--max-concurrent-preprocess", o->max_concurrent_preprocess,
+                  "requests parsed and tokenized at once; more get RESOURCE_EXHAUSTED (0 = auto: 2 x cores, >= 4)")
+      ->capture_default_str()
+      ->group(kGroupLimits);
+
+  // Security
+  app->add_option("--tls-cert", o->tls_cert, "server certificate (PEM)")->group(kGroupSecurity);
+  app->add_option("--tls-key", o->tls_key, "server private key (PEM)")->group(kGroupSecurity);
+  app->add_option("--tls-client-ca", o->tls_client_ca, "CA for client certificates (mTLS)")->group(kGroupSecurity);
+  app->add_option("--auth-token-file", o->auth_token_file, "file holding the bearer token clients must send")
+      ->group(kGroupSecurity);
+
+  // Lifecycle and reload
+  app->add_option("--drain-timeout-s", o->drain_timeout_s, "seconds in-flight calls get on SIGTERM")
+      ->capture_default_str()
+      ->group(kGroupLifecycle);
+  app->add_option("--max-connection-age-s", o->max_connection_age_s,
+                  "GOAWAY on connections older than this, seconds (+-10%), so clients rebalance; 0 = never")
+      ->capture_default_str()
+      ->group(kGroupLifecycle);
+  app->add_option("--max-connection-age-grace-s", o->max_connection_age_grace_s,
+                  "calls on a connection past its age get this long, seconds, before it is closed")
+      ->capture_default_str()
+      ->group(kGroupLifecycle);
   app->add_option("--watch", o->watch_s,
                   "hot reload: poll the model directories every SECONDS (alone: 2; default off); SIGHUP checks at once")
       ->expected(0, 1)
-      ->default_str("2");
-  app->add_option("--tls-cert", o->tls_cert, "server certificate (PEM)");
-  app->add_option("--tls-key", o->tls_key, "server private key (PEM)");
-  app->add_option("--tls-client-ca", o->tls_client_ca, "CA for client certificates (mTLS)");
-  app->add_option("--auth-token-file", o->auth_token_file, "file holding the bearer token clients must send");
-  app->add_option("--max-message-bytes", o->max_message_bytes, "largest request message, bytes")
-      ->capture_default_str();
-  app->add_option("--max-texts-per-request", o->max_texts_per_request)->capture_default_str();
-  app->add_option("--max-documents-per-request", o->max_documents_per_request)->capture_default_str();
-  app->add_option("--max-contexts-per-request", o->max_contexts_per_request)->capture_default_str();
-  app->add_option("--max-windows-per-request", o->max_windows_per_request,
-                  "Answer windows / Rerank chunks of one request, all texts together")
-      ->capture_default_str();
-  app->add_option("--max-text-bytes", o->max_text_bytes, "largest single text, bytes")->capture_default_str();
+      ->default_str("2")
+      ->group(kGroupLifecycle);
 }
 
 absl::Status ApplyConfigFile(CLI::App* app, const std::string& path, ServeOptions* options) {

@@ -21,7 +21,7 @@ namespace dserve {
 
 struct ModelOptions {
   // fp32 | bf16 | fp16 (weights and compute), or int8: the encoder's dense
-  // layers in int8 (dynamic quantization, CPU only, README "dtype int8"),
+  // layers in int8 (dynamic quantization, CPU only, docs/models.md "--dtype"),
   // everything else in fp32.
   std::string dtype = "fp32";
   std::string device = "cpu";   // auto | cpu | cuda | cuda:N

@@ -8,7 +8,7 @@ quantizes each sequence over its own rows, so the server's batching cannot
 change a text's result beyond float32 rounding that int8 rounding may amplify
 (probabilities within 0.02, ranking exact but for ties within that). And the
 int8 server keeps fp32's top label wherever fp32's top-2 probabilities are at
-least 0.1 apart (README "--dtype": logits move by a few percent)."""
+least 0.1 apart (docs/models.md "--dtype": logits move by a few percent)."""
 import json
 import os
 import subprocess
