@@ -128,8 +128,8 @@ UNANSWERABLE = 3
 SHEETS = {"train": 320, "dev": 40, "test": 50}
 
 
-def _product_names(rng, count):
-    names = set()
+def _product_names(rng, count, taken=()):
+    names = set(taken)
     out = []
     while len(out) < count:
         model = f"{rng.choice('ABCDEFGHKLMNPRSTVXZ')}{rng.randint(1, 99)}"
@@ -231,3 +231,43 @@ def make_sheet_rerank(sheets, seed, queries_per_sheet=2, n_hard=3, n_easy=2):
                 groups.append(group)
         out[split] = groups
     return out
+
+
+def make_rerank_training_sheets(sheets, seed, count=1200, queries_per_sheet=3, n_hard=3, n_easy=2):
+    """Extra rerank training groups on sheets of their own (new products, in
+    no other file): a reranker has to learn to match the query's product name
+    against the passage's, and the 320 training sheets give only 640 queries
+    to learn that from (deploy/demo/README.md, "Why the reranker did not
+    learn"). Of each group's hard negatives (sheets stating the asked
+    attribute), one is a sheet of the same brand where there is one, so the
+    model number matters too. The dev and test groups stay as they are."""
+    rng = random.Random(f"{seed}/rerank-training-sheets")
+    products = _product_names(rng, count, taken=_sheet_names(sheets))
+    made = []
+    for brand, name, kind in products:
+        context, qa, _ = make_sheet(rng, brand, name, kind)
+        made.append((brand, context, {attr: q for attr, q, _, _ in qa}))
+    groups = []
+    for i, (brand, context, asked) in enumerate(made):
+        for attr in rng.sample(sorted(asked), min(queries_per_sheet, len(asked))):
+            same = [j for j in range(len(made)) if j != i and attr in made[j][2]]
+            same_brand = [j for j in same if made[j][0] == brand]
+            hard = rng.sample(same_brand, 1) if same_brand else []
+            hard += rng.sample([j for j in same if j not in hard], n_hard - len(hard))
+            easy = rng.sample([j for j in range(len(made)) if j != i and j not in hard], n_easy)
+            group = [{"query": asked[attr], "passage": context, "label": 1}]
+            group += [{"query": asked[attr], "passage": made[j][1], "label": 0} for j in hard + easy]
+            rng.shuffle(group)
+            groups.append(group)
+    return groups
+
+
+def _sheet_names(sheets):
+    """The product names of the sheets (each context opens "The NAME is a ...")."""
+    names = set()
+    for articles in sheets.values():
+        for art in articles:
+            for para in art["paragraphs"]:
+                head = para["context"].split(" is a", 1)[0]
+                names.add(head[len("The "):])
+    return names

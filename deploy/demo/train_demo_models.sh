@@ -35,12 +35,14 @@ if [ ! -f "$out/tokenizer/spm.model" ]; then
 fi
 # A DeBERTa-v3-shaped encoder at toy size: relative attention with log
 # buckets, c2p + p2c, shared keys, normalised relative table, no absolute
-# positions in the input (the EMD adds them while pretraining).
+# positions in the input (the EMD adds them while pretraining). Two token
+# types (DeBERTa-v3 has none), trained by the sentence-order objective, so a
+# pair's tokens know their side.
 cat > "$out/config.json" <<JSON
 {"model_type": "deberta-v2", "architectures": ["DebertaV2ForMaskedLM"],
  "vocab_size": 2000, "hidden_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
  "intermediate_size": 512, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
- "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 256, "type_vocab_size": 0,
+ "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 256, "type_vocab_size": 2,
  "initializer_range": 0.05, "layer_norm_eps": 1e-7, "relative_attention": true,
  "max_relative_positions": -1, "position_buckets": 64, "pos_att_type": ["p2c", "c2p"],
  "norm_rel_ebd": "layer_norm", "share_att_key": true, "position_biased_input": false,

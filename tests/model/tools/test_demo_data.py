@@ -18,7 +18,7 @@ import unittest
 
 ARGS = None
 SPLITS = ["train", "dev", "test"]
-FILES = (["manuals.txt", "mlm_train.txt", "mlm_dev.txt", "stats.json"]
+FILES = (["manuals.txt", "mlm_train.txt", "mlm_train_pairs.txt", "mlm_dev.txt", "stats.json"]
          + [f"tickets_{s}.jsonl" for s in SPLITS] + [f"qa_{s}.json" for s in SPLITS]
          + [f"rerank_{s}.jsonl" for s in SPLITS])
 HARD_TAGS = ["negation", "swapped_roles", "word_order"]
@@ -218,6 +218,8 @@ class DemoData(unittest.TestCase):
                        if art["title"].endswith("product sheets") for p in art["paragraphs"]}
         queries_by_split = {}
         sheet_groups = {}
+        extra_sheets = set()
+        extra_groups = 0
         for s in SPLITS:
             rows = self.rerank[s]
             self.assertTrue(rows, s)
@@ -225,7 +227,12 @@ class DemoData(unittest.TestCase):
             for r in rows:
                 self.assertEqual(set(r), {"query", "passage", "label"})
                 self.assertIn(r["label"], (0, 1))
-                self.assertTrue(r["passage"] in manual_of or r["passage"] in sheet_split, r["passage"][:60])
+                if s == "train" and r["passage"] not in manual_of and r["passage"] not in sheet_split:
+                    # product_sheets.make_rerank_training_sheets: sheets of their own.
+                    self.assertRegex(r["passage"], r"^The .+? is an? .+ from \w+\.", r["passage"][:60])
+                    extra_sheets.add(r["passage"])
+                else:
+                    self.assertTrue(r["passage"] in manual_of or r["passage"] in sheet_split, r["passage"][:60])
                 if groups and groups[-1][0]["query"] == r["query"]:
                     groups[-1].append(r)
                 else:
@@ -236,6 +243,18 @@ class DemoData(unittest.TestCase):
             for g in groups:
                 pos = [r for r in g if r["label"] == 1]
                 self.assertEqual(len(pos), 1, g[0]["query"])
+                if pos[0]["passage"] in extra_sheets:
+                    # The extra training groups: the product's name in the
+                    # query and the positive only, every passage an extra sheet.
+                    extra_groups += 1
+                    name = re.match(r"The (.+?) is an? ", pos[0]["passage"]).group(1)
+                    self.assertIn(name, g[0]["query"])
+                    for r in g:
+                        self.assertIn(r["passage"], extra_sheets)
+                        if r["label"] == 0:
+                            self.assertNotIn("The %s is " % name, r["passage"])
+                    self.assertEqual(len({r["passage"] for r in g}), len(g), "repeated passage")
+                    continue
                 if pos[0]["passage"] in sheet_split:
                     # A product sheet's question: the product's name is in the
                     # query and the positive only; hard negatives state the
@@ -258,6 +277,12 @@ class DemoData(unittest.TestCase):
             self.assertGreaterEqual(sheet_groups[s], 80 if s != "train" else 600, s)
         self.assertFalse(queries_by_split["train"] & queries_by_split["test"])
         self.assertFalse(queries_by_split["train"] & queries_by_split["dev"])
+        # The extra training sheets (issue 25): over a thousand groups, and no
+        # product of theirs is one of a dev or test sheet.
+        self.assertGreaterEqual(extra_groups, 3000)
+        held_out = {re.match(r"The (.+?) is an? ", c).group(1) for c, sp in sheet_split.items() if sp != "train"}
+        extra_names = {re.match(r"The (.+?) is an? ", c).group(1) for c in extra_sheets}
+        self.assertFalse(held_out & extra_names)
 
     # ---- corpora
     def test_manuals_and_mlm_corpora(self):
@@ -278,9 +303,18 @@ class DemoData(unittest.TestCase):
             self.assertIn(t["text"], train_lines)
         for t in self.tickets["dev"][:20]:
             self.assertIn(t["text"], mlm_dev)
+        with open(os.path.join(self.a, "mlm_train_pairs.txt"), encoding="utf-8") as f:
+            pairs = f.read()
+        self.assertTrue(pairs.startswith(mlm_train.rstrip("\n") + "\n\n"))
+        pair_lines = set(pairs.splitlines())
+        for g in self.rerank["train"][:60]:
+            if g["label"] == 1:
+                self.assertIn(g["query"], pair_lines)
+                self.assertIn(g["passage"], pair_lines)
         for art in self.qa["test"]["data"]:
             for p in art["paragraphs"]:
                 self.assertNotIn(p["context"], train_lines)
+                self.assertNotIn(p["context"], pair_lines)
                 self.assertNotIn(p["context"], mlm_dev)
 
     def test_stats_match_files(self):
