@@ -23,12 +23,12 @@ import datetime, hashlib, json, os, platform, sys
 out, dest, commit = sys.argv[1:4]
 def sha(p):
     return hashlib.sha256(open(p, "rb").read()).hexdigest()
+stats = json.load(open(os.path.join(out, "data", "stats.json")))  # the seed and scale the data was made with
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "")
 manifest = {
     "command": "bash deploy/demo/train_demo_models.sh %s && bash deploy/demo/export_demo_models.sh %s" % (out, out),
     "commit": commit,
-    "data": {"generator": "deploy/demo/generate_demo_data.py", "seed": 13, "scale": 1.0},
-    "training_seed": 13,
+    "data": dict(generator="deploy/demo/generate_demo_data.py", **{k: stats[k] for k in ("seed", "scale")}),
     "recipes": "deploy/demo/recipes.sh",
     "exported": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     "machine": "%d cores, %s" % (os.cpu_count(), cpu),

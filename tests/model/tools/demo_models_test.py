@@ -46,6 +46,9 @@ def main():
         sys.path.insert(0, os.path.join(args.repo, "deploy", "demo"))
         from check_manifest import check  # noqa: E402
         manifest, failures = check(models)
+        if manifest is None:
+            print("FAIL: " + failures[0])
+            return 1
         seed, scale = manifest["data"]["seed"], manifest["data"]["scale"]
         print("MANIFEST.json: trained by %r at commit %s; data seed %d scale %s" % (
             manifest["command"], manifest["commit"], seed, scale))
