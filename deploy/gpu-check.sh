@@ -41,12 +41,15 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DDSERVE_WITH_SERVER=OFF -DDSERVE_WITH_TOKENIZER=OFF \
   -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix" -DDSERVE_SHARED_DIR="$goldens_root" \
   -DCMAKE_CUDA_ARCHITECTURES=90 || { say "FAILED: configure"; exit 1; }
-cmake --build "$build" -j "$(nproc)" --target deberta_test dserve || { say "FAILED: build"; exit 1; }
+cmake --build "$build" -j "$(nproc)" --target deberta_test deberta_v1_test dserve || { say "FAILED: build"; exit 1; }
 say "build took $(( $(date +%s) - started ))s"
 
 say "golden parity on $device (fp32 <= 1e-4, bf16 argmax)"
 DSERVE_TEST_DEVICE=$device "$build/bin/deberta_test" --gtest_brief=1 2>&1 | tail -5 | tee -a "$report"
 parity=${PIPESTATUS[0]}
+say "DeBERTa v1 golden parity on $device"
+DSERVE_TEST_DEVICE=$device "$build/bin/deberta_v1_test" --gtest_brief=1 --gtest_filter='*V1Golden*' 2>&1 | tail -5 | tee -a "$report"
+[ "${PIPESTATUS[0]}" -eq 0 ] || parity=1
 
 say "encoder bench (v3-base shape, random weights)"
 if [ "$device" = cuda ]; then

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs everything dserve needs to build, test and run on Debian 12, as
 # root. Idempotent: packages already present are left alone. Everything
-# comes from Debian's archive except one npm package (playwright-core, pinned
-# in tests/e2e/page/package-lock.json) for the try-it page's browser test.
+# comes from Debian's archive except npm packages: playwright-core (pinned
+# in tests/e2e/page/package-lock.json) for the try-it page's browser test,
+# @grpc/grpc-js and @grpc/proto-loader (tests/e2e/oip_node/package-lock.json)
+# for the Node OIP client test.
 set -euo pipefail
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -28,6 +30,8 @@ packages=(
   prometheus openssl
   # Python oracles and clients (run with /usr/bin/python3)
   python3 python3-numpy python3-torch python3-sentencepiece sentencepiece python3-grpcio
+  # python3-regex: the GPT-2 pre-tokenizer pattern of the byte-level BPE oracle
+  python3-regex
   # HTTP/JSON front door (issue 17): cpp-httplib (built with OpenSSL), its
   # e2e tests (curl, requests, jsonschema for openapi.json), the try-it page's
   # headless-browser test (chromium, driven by npm playwright-core below) and
@@ -74,4 +78,11 @@ page_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/e2e/page"
 if [ ! -d "$page_dir/node_modules/playwright-core" ]; then
   echo "install-deps.sh: npm ci in $page_dir (playwright-core)"
   PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --prefix "$page_dir" --no-audit --no-fund
+fi
+# @grpc/grpc-js + @grpc/proto-loader: the Node OIP client of
+# tests/e2e/test_oip_grpc.py (pinned in tests/e2e/oip_node/package-lock.json).
+oip_node_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/e2e/oip_node"
+if [ ! -d "$oip_node_dir/node_modules/@grpc/grpc-js" ]; then
+  echo "install-deps.sh: npm ci in $oip_node_dir (@grpc/grpc-js, @grpc/proto-loader)"
+  npm ci --prefix "$oip_node_dir" --no-audit --no-fund
 fi

@@ -1,9 +1,10 @@
 #include "server/metrics.h"
 
-#include "server/http/http_server.h"
+#include "server/net/http_server.h"
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <iterator>
@@ -15,6 +16,8 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
+
+#include "absl/time/clock.h"
 
 #ifndef DSERVE_VERSION
 #define DSERVE_VERSION "dev"
@@ -129,7 +132,7 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   auto& r = *registry_;
   requests_ = &prometheus::BuildCounter()
                    .Name("dserve_requests_total")
-                   .Help("Calls finished, by model, task, gRPC status code and protocol (grpc or http).")
+                   .Help("Calls finished, by model, task, gRPC status code and protocol (grpc, http, tei-grpc...).")
                    .Register(r);
   request_duration_ = &prometheus::BuildHistogram()
                            .Name("dserve_request_duration_seconds")
@@ -278,9 +281,6 @@ ModelMetrics::ModelMetrics(Metrics* m, const std::string& model, const std::stri
     : metrics_(m),
       model_(model),
       task_(task),
-      request_duration_{
-          &m->request_duration_->Add({{"model", model}, {"task", task}, {"protocol", "grpc"}}, LatencyBuckets()),
-          &m->request_duration_->Add({{"model", model}, {"task", task}, {"protocol", "http"}}, LatencyBuckets())},
       tokenization_duration_(&m->tokenization_duration_->Add({{"model", model}}, LatencyBuckets())),
       queue_duration_(&m->queue_duration_->Add({{"model", model}}, LatencyBuckets())),
       inference_duration_(&m->inference_duration_->Add({{"model", model}, {"device", device}}, LatencyBuckets())),
@@ -290,6 +290,10 @@ ModelMetrics::ModelMetrics(Metrics* m, const std::string& model, const std::stri
       queue_items_(&m->queue_items_->Add({{"model", model}})),
       tokens_(&m->tokens_->Add({{"model", model}, {"task", task}})),
       no_answer_(task == "answer" ? &m->no_answer_->Add({{"model", model}}) : nullptr) {
+  for (Protocol protocol : kAllProtocols) {
+    request_duration_[static_cast<int>(protocol)] = &m->request_duration_->Add(
+        {{"model", model}, {"task", task}, {"protocol", ProtocolName(protocol)}}, LatencyBuckets());
+  }
   for (BatchTrigger trigger : {BatchTrigger::kSize, BatchTrigger::kTokens, BatchTrigger::kDelay,
                                BatchTrigger::kIdleWorker, BatchTrigger::kFlush}) {
     batches_by_trigger_[static_cast<int>(trigger)] =
@@ -306,8 +310,32 @@ void ModelMetrics::OnRequest(const std::string& code, Protocol protocol, absl::D
   // Label children are cached by the family; Add() with existing labels is a lookup.
   metrics_->requests_->Add({{"model", model_}, {"task", task_}, {"code", code}, {"protocol", ProtocolName(protocol)}})
       .Increment();
-  request_duration_[protocol == Protocol::kHttp ? 1 : 0]->Observe(absl::ToDoubleSeconds(duration));
+  request_duration_[static_cast<int>(protocol)]->Observe(absl::ToDoubleSeconds(duration));
   if (tokens > 0) tokens_->Increment(static_cast<double>(tokens));
+  const auto ns = static_cast<uint64_t>(std::max<int64_t>(0, absl::ToInt64Nanoseconds(duration)));
+  if (code == "OK") {
+    success_count_.fetch_add(1, std::memory_order_relaxed);
+    success_ns_.fetch_add(ns, std::memory_order_relaxed);
+    last_inference_ms_.store(static_cast<uint64_t>(absl::ToUnixMillis(absl::Now())), std::memory_order_relaxed);
+  } else {
+    fail_count_.fetch_add(1, std::memory_order_relaxed);
+    fail_ns_.fetch_add(ns, std::memory_order_relaxed);
+  }
+}
+
+ModelStatsSnapshot ModelMetrics::Stats() const {
+  ModelStatsSnapshot s;
+  s.success_count = success_count_.load(std::memory_order_relaxed);
+  s.success_ns = success_ns_.load(std::memory_order_relaxed);
+  s.fail_count = fail_count_.load(std::memory_order_relaxed);
+  s.fail_ns = fail_ns_.load(std::memory_order_relaxed);
+  s.queue_count = queue_count_.load(std::memory_order_relaxed);
+  s.queue_ns = queue_ns_.load(std::memory_order_relaxed);
+  s.execution_count = execution_count_.load(std::memory_order_relaxed);
+  s.execution_ns = execution_ns_.load(std::memory_order_relaxed);
+  s.inference_count = inference_count_.load(std::memory_order_relaxed);
+  s.last_inference_ms = last_inference_ms_.load(std::memory_order_relaxed);
+  return s;
 }
 
 void ModelMetrics::OnTokenization(absl::Duration duration) {
@@ -316,6 +344,9 @@ void ModelMetrics::OnTokenization(absl::Duration duration) {
 
 void ModelMetrics::OnInference(absl::Duration duration) {
   inference_duration_->Observe(absl::ToDoubleSeconds(duration));
+  execution_count_.fetch_add(1, std::memory_order_relaxed);
+  execution_ns_.fetch_add(static_cast<uint64_t>(std::max<int64_t>(0, absl::ToInt64Nanoseconds(duration))),
+                          std::memory_order_relaxed);
 }
 
 void ModelMetrics::OnNoAnswer() {
@@ -330,7 +361,13 @@ void ModelMetrics::OnBatch(const BatchStats& stats) {
   if (trigger < std::size(batches_by_trigger_) && batches_by_trigger_[trigger] != nullptr) {
     batches_by_trigger_[trigger]->Increment();
   }
-  for (const auto& wait : stats.queue_waits) queue_duration_->Observe(absl::ToDoubleSeconds(wait));
+  for (const auto& wait : stats.queue_waits) {
+    queue_duration_->Observe(absl::ToDoubleSeconds(wait));
+    queue_ns_.fetch_add(static_cast<uint64_t>(std::max<int64_t>(0, absl::ToInt64Nanoseconds(wait))),
+                        std::memory_order_relaxed);
+  }
+  queue_count_.fetch_add(stats.queue_waits.size(), std::memory_order_relaxed);
+  inference_count_.fetch_add(static_cast<uint64_t>(std::max<int64_t>(0, stats.size)), std::memory_order_relaxed);
 }
 
 void ModelMetrics::OnRejected(RejectReason reason, int64_t count) {

@@ -5,6 +5,8 @@
 // Thread-safe: every method may be called from any thread.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -30,6 +32,19 @@ namespace dserve {
 class HttpServer;
 class Metrics;
 
+// Cumulative counters of one model across its versions and every front door
+// (Triton's ModelStatistics, served by the OIP door): requests by outcome
+// with their durations (arrival to reply), the items' queue waits, the
+// forward passes and the items they computed. Never reset.
+struct ModelStatsSnapshot {
+  uint64_t success_count = 0, success_ns = 0;
+  uint64_t fail_count = 0, fail_ns = 0;
+  uint64_t queue_count = 0, queue_ns = 0;        // one per item that reached a batch
+  uint64_t execution_count = 0, execution_ns = 0;  // forward passes (batches)
+  uint64_t inference_count = 0;                  // items in those batches
+  uint64_t last_inference_ms = 0;                // ms since the epoch of the last success; 0 = none
+};
+
 // The children of one model, resolved once. Hands out the observer the
 // model's scheduler reports to.
 class ModelMetrics : public SchedulerObserver, public std::enable_shared_from_this<ModelMetrics> {
@@ -45,6 +60,8 @@ class ModelMetrics : public SchedulerObserver, public std::enable_shared_from_th
   void OnTokenization(absl::Duration duration);
   void OnInference(absl::Duration duration);
   void OnNoAnswer();
+  // The counters above (lock-free reads; fields may be a few updates apart).
+  ModelStatsSnapshot Stats() const;
 
   // SchedulerObserver
   void OnBatch(const BatchStats& stats) override;
@@ -62,7 +79,7 @@ class ModelMetrics : public SchedulerObserver, public std::enable_shared_from_th
  private:
   Metrics* metrics_;
   std::string model_, task_;
-  prometheus::Histogram* request_duration_[2];  // by Protocol
+  prometheus::Histogram* request_duration_[kNumProtocols];  // by Protocol
   prometheus::Histogram* tokenization_duration_;
   prometheus::Histogram* queue_duration_;
   prometheus::Histogram* inference_duration_;
@@ -74,6 +91,10 @@ class ModelMetrics : public SchedulerObserver, public std::enable_shared_from_th
   prometheus::Gauge* queue_items_;
   prometheus::Counter* tokens_;
   prometheus::Counter* no_answer_;  // answer models only
+  // Stats(): updated by OnRequest, OnBatch and OnInference.
+  std::atomic<uint64_t> success_count_{0}, success_ns_{0}, fail_count_{0}, fail_ns_{0};
+  std::atomic<uint64_t> queue_count_{0}, queue_ns_{0}, execution_count_{0}, execution_ns_{0};
+  std::atomic<uint64_t> inference_count_{0}, last_inference_ms_{0};
 };
 
 class Metrics {

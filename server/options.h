@@ -47,7 +47,7 @@ struct ServeOptions {
   std::string listen = "0.0.0.0:5001";
   // Prometheus /metrics address; empty = no metrics endpoint. Default 0.0.0.0:9090.
   std::string metrics_listen = "0.0.0.0:9090";
-  // HTTP/JSON API address (server/http/: TEI/Cohere-compatible routes,
+  // HTTP/JSON API address (server/doors/http/: TEI/Cohere-compatible routes,
   // /v1/*, /openapi.json, the try-it page); empty = off, the default (the
   // HTTP door is opt-in so an upgrade opens no new port). May equal
   // metrics_listen: one server then serves both (and /metrics gets the

@@ -24,7 +24,15 @@
 
 namespace dserve {
 
-const char* ProtocolName(Protocol protocol) { return protocol == Protocol::kHttp ? "http" : "grpc"; }
+const char* ProtocolName(Protocol protocol) {
+  switch (protocol) {
+    case Protocol::kHttp: return "http";
+    case Protocol::kTeiGrpc: return "tei-grpc";
+    case Protocol::kOip: return "oip";
+    case Protocol::kGrpc: break;
+  }
+  return "grpc";
+}
 
 std::string StatusCodeName(const absl::Status& status) {
   std::string name = absl::StatusCodeToString(status.code());
@@ -182,7 +190,8 @@ class ModelCall : public CallHandle, public std::enable_shared_from_this<ModelCa
     // The items are dropped at their deadline, busy workers or not. gRPC
     // cancels a call at its own deadline (Cancel() wakes the queue), so the
     // timer is only needed for HTTP and for the server's queue time limit.
-    const bool grpc_cancels_in_time = info_.protocol == Protocol::kGrpc && item_deadline >= info_.deadline;
+    const bool grpc_cancels_in_time = (info_.protocol == Protocol::kGrpc || info_.protocol == Protocol::kTeiGrpc) &&
+                                      item_deadline >= info_.deadline;
     if (status.ok() && !grpc_cancels_in_time) {
       // Runs only while the call (which holds the model) is alive.
       const ServedModel* model = model_.get();

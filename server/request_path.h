@@ -1,6 +1,6 @@
 // RequestPath: the one request path under both front doors (DESIGN §8).
 //
-// gRPC (server/service.cc) and HTTP/JSON (server/http/) are adapters: they
+// gRPC (server/doors/grpc/service.cc) and HTTP/JSON (server/doors/http/) are adapters: they
 // read their wire format into the v1 request messages, call the methods
 // below, and write the v1 response (or the status) back in their own
 // format. Everything else is decided here, once: auth, draining, deadlines,

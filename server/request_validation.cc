@@ -71,6 +71,56 @@ ByteSpan SecondTextRange(const Window& w) {
   return range;
 }
 
+absl::Status CheckDirection(v1::TruncationDirection direction) {
+  if (direction == v1::TRUNCATION_DIRECTION_RIGHT || direction == v1::TRUNCATION_DIRECTION_LEFT) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("truncation_direction: unknown value ", static_cast<int>(direction), " (RIGHT or LEFT)"));
+}
+
+// Left truncation (TRUNCATION_DIRECTION_LEFT) from the tokenizer's right
+// truncation `right` of the same text(s): the tokenizer decides how many
+// tokens of each text stay (Hugging Face's count does not depend on the
+// direction), and the last that many of each text's whole encoding are
+// kept, with every special token. `*dropped`: some token was removed.
+absl::StatusOr<Encoding> TruncateLeft(const Tokenizer& tokenizer, const std::string& first, const std::string* second,
+                                      const Encoding& right, bool* dropped) {
+  EncodeOptions whole;
+  whole.max_length = 0;  // no limit
+  auto full = second != nullptr ? tokenizer.EncodePair(first, *second, whole) : tokenizer.Encode(first, whole);
+  if (!full.ok()) return full.status();
+  *dropped = full->size() > right.size();
+  if (!*dropped) return right;
+  int64_t keep[2] = {0, 0}, have[2] = {0, 0}, seen[2] = {0, 0};
+  for (int8_t s : right.sequence_ids) {
+    if (s >= 0) ++keep[s];
+  }
+  for (int8_t s : full->sequence_ids) {
+    if (s >= 0) ++have[s];
+  }
+  Encoding out;
+  for (size_t t = 0; t < full->size(); ++t) {
+    const int8_t s = full->sequence_ids[t];
+    if (s >= 0 && seen[s]++ < have[s] - keep[s]) continue;
+    out.ids.push_back(full->ids[t]);
+    out.type_ids.push_back(full->type_ids[t]);
+    out.sequence_ids.push_back(s);
+    out.offsets.push_back(full->offsets[t]);
+  }
+  return out;
+}
+
+// Whether right truncation cut text `s` of `enc` (0: `first`, 1: `second`):
+// its last kept token does not end the text (trailing whitespace aside).
+bool CutAtEnd(const Encoding& enc, int8_t s, const std::string& text) {
+  size_t last_end = 0;
+  for (size_t t = 0; t < enc.size(); ++t) {
+    if (enc.sequence_ids[t] == s) last_end = std::max<size_t>(last_end, enc.offsets[t].end);
+  }
+  return text.find_first_not_of(" \t\r\n", last_end) != std::string::npos;
+}
+
 ItemInput WindowInput(const Window& w, bool type_ids) {
   return {Widen(w.ids), type_ids ? Widen(w.type_ids) : std::vector<int64_t>()};
 }
@@ -155,8 +205,16 @@ absl::Status CheckClassifyLimits(const v1::ClassifyRequest& request, const Serve
     return s;
   }
   if (auto t = ToTruncation(request.truncation(), Truncation::kLongestFirst); !t.ok()) return t.status();
+  if (auto s = CheckDirection(request.truncation_direction()); !s.ok()) return s;
+  if (request.text_pairs_size() != 0 && request.text_pairs_size() != request.texts_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("text_pairs: ", request.text_pairs_size(), " for ",
+                                                   request.texts_size(), " texts (give none, or one per text)"));
+  }
   for (int i = 0; i < request.texts_size(); ++i) {
     if (auto s = CheckText("texts", i, request.texts(i), limits.max_text_bytes); !s.ok()) return s;
+  }
+  for (int i = 0; i < request.text_pairs_size(); ++i) {
+    if (auto s = CheckText("text_pairs", i, request.text_pairs(i), limits.max_text_bytes); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -182,6 +240,7 @@ absl::Status CheckRerankLimits(const v1::RerankRequest& request, const ServeOpti
     return s;
   }
   if (auto t = ToTruncation(request.truncation(), Truncation::kNone); !t.ok()) return t.status();
+  if (auto s = CheckDirection(request.truncation_direction()); !s.ok()) return s;
   for (int d = 0; d < request.documents_size(); ++d) {
     if (auto s = CheckText("documents", d, request.documents(d), limits.max_text_bytes); !s.ok()) return s;
   }
@@ -196,20 +255,30 @@ absl::StatusOr<PreparedClassify> PrepareClassify(const v1::ClassifyRequest& requ
   EncodeOptions encode;
   encode.max_length = model.max_length;
   encode.truncation = *truncation;
+  const bool pairs = request.text_pairs_size() > 0;
+  const bool left =
+      request.truncation_direction() == v1::TRUNCATION_DIRECTION_LEFT && encode.truncation != Truncation::kNone;
   PreparedClassify out;
   out.inputs.reserve(request.texts_size());
   for (int i = 0; i < request.texts_size(); ++i) {
     const std::string field = absl::StrCat("texts[", i, "]");
     const std::string& text = request.texts(i);
-    auto encoding = model.tokenizer->Encode(text, encode);
+    const std::string* pair = pairs ? &request.text_pairs(i) : nullptr;
+    auto encoding = pair != nullptr ? model.tokenizer->EncodePair(text, *pair, encode)
+                                    : model.tokenizer->Encode(text, encode);
     if (!encoding.ok()) return InField(field, encoding.status());
-    // Truncated iff the last text token does not end the text.
-    size_t last_end = 0;
-    for (const auto& off : encoding->offsets) last_end = std::max<size_t>(last_end, off.end);
-    out.truncated.push_back(encode.truncation != Truncation::kNone &&
-                            text.find_first_not_of(" \t\r\n", last_end) != std::string::npos);
+    bool truncated = false;
+    if (left) {
+      encoding = TruncateLeft(*model.tokenizer, text, pair, *encoding, &truncated);
+      if (!encoding.ok()) return InField(field, encoding.status());
+    } else if (encode.truncation != Truncation::kNone) {
+      // Truncated iff a text's last kept token does not end it.
+      truncated = CutAtEnd(*encoding, 0, text) || (pair != nullptr && CutAtEnd(*encoding, 1, *pair));
+    }
+    out.truncated.push_back(truncated);
     out.tokens.push_back(static_cast<uint32_t>(encoding->size()));
-    out.inputs.push_back({Widen(encoding->ids), {}});
+    out.inputs.push_back({Widen(encoding->ids), pairs && model.type_ids ? Widen(encoding->type_ids)
+                                                                        : std::vector<int64_t>()});
   }
   return out;
 }
@@ -249,22 +318,36 @@ absl::StatusOr<PreparedRerank> PrepareRerank(const v1::RerankRequest& request, c
   if (!truncation.ok()) return truncation.status();
   // Unspecified: chunk long documents and keep the best chunk.
   const bool chunk = request.truncation() == v1::TRUNCATION_UNSPECIFIED;
+  const bool left = request.truncation_direction() == v1::TRUNCATION_DIRECTION_LEFT && *truncation != Truncation::kNone;
+  const int64_t max_chunks = request.max_chunks_per_document();
   PreparedRerank out;
   for (int d = 0; d < request.documents_size(); ++d) {
     const std::string field = absl::StrCat("documents[", d, "]");
     const std::string& doc = request.documents(d);
     if (chunk) {
-      const int64_t left =
-          std::max<int64_t>(1, limits.max_windows_per_request - static_cast<int64_t>(out.inputs.size()));
+      const int64_t before = static_cast<int64_t>(out.inputs.size());
+      const int64_t windows_left = std::max<int64_t>(1, limits.max_windows_per_request - before);
+      // With max_chunks_per_document the whole document is planned (a
+      // capped plan cannot be built) and its first chunks kept.
       auto plan = model.tokenizer->PlanQueryDocumentChunks(request.query(), doc, model.max_length,
-                                                           model.doc_stride, /*clamp_stride=*/true, left);
+                                                           model.doc_stride, /*clamp_stride=*/true,
+                                                           max_chunks > 0 ? 0 : windows_left);
       if (!plan.ok()) return InField(field, plan.status());
-      if (auto s = CheckWindows(field, *plan, static_cast<int64_t>(out.inputs.size()),
-                                limits.max_windows_per_request, "chunks", "query", "documents");
-          !s.ok()) {
+      if (max_chunks > 0 && plan->count() > max_chunks) {
+        if (max_chunks > limits.max_windows_per_request - before) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              field, ": max_chunks_per_document ", max_chunks, " chunks, ", before + max_chunks,
+              " with the documents before it; the limit is ", limits.max_windows_per_request,
+              " per request (--max-windows-per-request)"));
+        }
+      } else if (auto s = CheckWindows(field, *plan, before, limits.max_windows_per_request, "chunks", "query",
+                                       "documents");
+                 !s.ok()) {
         return s;
       }
-      for (const Window& w : model.tokenizer->BuildWindows(*plan)) {
+      std::vector<Window> chunks = model.tokenizer->BuildWindows(*plan);
+      if (max_chunks > 0 && static_cast<int64_t>(chunks.size()) > max_chunks) chunks.resize(max_chunks);
+      for (const Window& w : chunks) {
         out.inputs.push_back(WindowInput(w, model.type_ids));
         out.chunk_document.push_back(static_cast<uint32_t>(d));
         out.chunk_bytes.push_back(SecondTextRange(w));
@@ -275,9 +358,18 @@ absl::StatusOr<PreparedRerank> PrepareRerank(const v1::RerankRequest& request, c
       encode.truncation = *truncation;
       auto enc = model.tokenizer->EncodePair(request.query(), doc, encode);
       if (!enc.ok()) return InField(field, enc.status());
+      bool dropped = false;
+      if (left) {
+        enc = TruncateLeft(*model.tokenizer, request.query(), &doc, *enc, &dropped);
+        if (!enc.ok()) return InField(field, enc.status());
+      }
       ByteSpan range{0, 0};
+      bool first_token = true;
       for (size_t t = 0; t < enc->size(); ++t) {
-        if (enc->sequence_ids[t] == 1) range.end = enc->offsets[t].end;
+        if (enc->sequence_ids[t] != 1) continue;
+        if (first_token && dropped) range.begin = enc->offsets[t].begin;  // left truncation cut the start
+        first_token = false;
+        range.end = enc->offsets[t].end;
       }
       out.inputs.push_back({Widen(enc->ids), model.type_ids ? Widen(enc->type_ids) : std::vector<int64_t>()});
       out.chunk_document.push_back(static_cast<uint32_t>(d));

@@ -75,8 +75,11 @@ struct PreparedClassify {
   std::vector<uint32_t> tokens;  // tokens of the item, specials included
 };
 // Checks: texts 1..max_texts_per_request; each text non-empty and at most
-// max_text_bytes; truncation known (UNSPECIFIED = longest_first); each
-// text encodes within max_length.
+// max_text_bytes; text_pairs none or one per text (each like a text; then
+// items are the pairs, with token_type_ids when the model takes them);
+// truncation and truncation_direction known (UNSPECIFIED = longest_first;
+// LEFT keeps the ends of the texts, as many tokens of each as RIGHT keeps);
+// each item encodes within max_length.
 absl::StatusOr<PreparedClassify> PrepareClassify(const v1::ClassifyRequest& request, const ServeOptions& limits,
                                                  const ModelInputSpec& model);
 
@@ -103,9 +106,11 @@ struct PreparedRerank {
 };
 // Checks: query non-empty and at most max_text_bytes; documents
 // 1..max_documents_per_request, each non-empty and at most max_text_bytes;
-// truncation known; each (query, document) fits max_length as the
-// truncation asks; when chunking, the chunks of all documents together at
-// most max_windows_per_request (counted before any chunk is built).
+// truncation and truncation_direction known; each (query, document) fits
+// max_length as the truncation asks (LEFT drops the first tokens); when
+// chunking, the first max_chunks_per_document chunks of each document (all
+// when 0), and the chunks of all documents together at most
+// max_windows_per_request (counted before any chunk is built).
 absl::StatusOr<PreparedRerank> PrepareRerank(const v1::RerankRequest& request, const ServeOptions& limits,
                                              const ModelInputSpec& model);
 

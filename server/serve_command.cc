@@ -17,13 +17,16 @@
 #include "absl/strings/str_cat.h"
 #include "model/util/logging.h"
 #include "server/cli/commands.h"
-#include "server/http/http_routes.h"
-#include "server/http/http_server.h"
+#include "server/doors/http/http_routes.h"
+#include "server/net/http_server.h"
 #include "server/metrics.h"
 #include "server/model_registry.h"
 #include "server/options.h"
 #include "server/request_path.h"
-#include "server/service.h"
+#include "server/doors/grpc/service.h"
+#include "server/doors/tei/tei_service.h"
+#include "server/doors/oip/oip_grpc_service.h"
+#include "server/doors/oip/oip_rest.h"
 
 namespace dserve {
 namespace {
@@ -63,6 +66,8 @@ void SetHealth(grpc::Server* server, const ModelRegistry* registry, bool serving
   if (health == nullptr) return;
   health->SetServingStatus(serving);  // every service name, "" included
   health->SetServingStatus("dserve.v1.Inference", serving);
+  for (const char* name : TeiServices::ServiceNames()) health->SetServingStatus(name, serving);
+  health->SetServingStatus("inference.GRPCInferenceService", serving);
   if (registry != nullptr) {
     for (const auto& m : registry->models()) health->SetServingStatus(m->name, serving);
   }
@@ -85,6 +90,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> StartHttpServer(const ServeOptions& 
     res->status = 503;
     res->body = R"({"status":"loading"})";
   });
+  oip::RegisterOipLoadingRoutes(server->get());  // OIP health: live, not ready
   if (o.metrics_listen == o.http_listen) metrics->ServeOn(server->get());
   return server;
 }
@@ -156,7 +162,10 @@ int RunServe(const ServeOptions& options) {
   // The one request path under both front doors (DESIGN §8).
   RequestPath path(registry->get(), metrics.get(), options, std::move(auth));
   InferenceService service(&path);
+  TeiServices tei_services(&path);  // tei.v1 (TEI's gRPC API) beside dserve.v1
   if (http) RegisterHttpRoutes(http.get(), &path);
+  oip::OipGrpcService oip_service(&path);  // inference.GRPCInferenceService (OIP) beside dserve.v1
+  if (http) oip::RegisterOipRoutes(http.get(), &path);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -172,6 +181,8 @@ int RunServe(const ServeOptions& options) {
                                static_cast<int>(options.max_connection_age_grace_s * 1000));
   }
   builder.RegisterService(&service);
+  tei_services.Register(&builder);
+  builder.RegisterService(&oip_service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     std::cerr << "dserve serve: cannot listen on " << options.listen << "\n";

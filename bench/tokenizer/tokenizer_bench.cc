@@ -1,6 +1,10 @@
-// Encode throughput of our SentencePiece implementation.
+// Encode throughput of our SentencePiece implementation (or of the
+// byte-level BPE one, for a vocab.json + merges.txt directory).
 //
-//   tokenizer_bench MODEL_DIR STRINGS.jsonl [REPEATS]
+//   tokenizer_bench MODEL_DIR STRINGS.jsonl [REPEATS] [--bpe-cache-capacity=N]
+//
+// --bpe-cache-capacity: the BPE word cache's size (BpeModelSpec; 0 = no
+// cache, every word merged from scratch); default: the model's default.
 //
 // STRINGS.jsonl holds {"text": s} per line. Encodes all strings REPEATS times
 // (default 5) on one thread with SpmProcessor::Encode (ids + byte offsets,
@@ -24,7 +28,23 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int repeats = argc > 3 ? std::max(1, std::atoi(argv[3])) : 5;
+  int bpe_cache = -1;
+  for (int i = 4; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const std::string flag = "--bpe-cache-capacity=";
+    if (arg.rfind(flag, 0) == 0) bpe_cache = std::atoi(arg.c_str() + flag.size());
+  }
   auto tok = dserve::Tokenizer::FromDirectory(argv[1]);
+  if (bpe_cache >= 0) {
+    auto spec = dserve::ReadBpeFiles(argv[1]);
+    if (!spec.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(spec.status().message()).c_str());
+      return 2;
+    }
+    spec->cache_capacity = bpe_cache;
+    auto bpe = dserve::BpeModel::Create(*std::move(spec));
+    tok = bpe.ok() ? dserve::Tokenizer::FromBpe(*std::move(bpe)) : bpe.status();
+  }
   if (!tok.ok()) {
     std::fprintf(stderr, "%s\n", std::string(tok.status().message()).c_str());
     return 2;
@@ -52,7 +72,9 @@ int main(int argc, char** argv) {
   }
   std::sort(times.begin(), times.end());
   const double median = times[times.size() / 2];
-  nlohmann::json result = {{"strings", strings.size()},
+  nlohmann::json result = {{"tokenizer", (*tok)->is_bpe() ? "bpe" : "unigram"},
+                           {"bpe_cache_capacity", (*tok)->is_bpe() ? (*tok)->bpe().spec().cache_capacity : 0},
+                           {"strings", strings.size()},
                            {"bytes", bytes},
                            {"tokens", tokens},
                            {"repeats", repeats},

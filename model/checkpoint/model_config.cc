@@ -386,7 +386,11 @@ absl::StatusOr<ModelConfig> Parse(const json& json_config, const std::string& sc
   if (c.model_type == "albert") {
     c = AlbertDefaults();
     RETURN_IF_ERROR(ParseAlbertFields(r, &c));
+  } else if (c.model_type == kDebertaV1ModelType) {
+    c = DebertaV1Defaults();
   }
+  // DebertaV2Config's own keys: inert in a v1 file (kept in extra, unread).
+  const bool v2_keys = !c.deberta_v1;
   RETURN_IF_ERROR(ParseArchitectures(r, &c.architectures));
   RETURN_IF_ERROR(r.Int("vocab_size", &c.vocab_size));
   RETURN_IF_ERROR(r.Int("hidden_size", &c.hidden_size));
@@ -409,17 +413,19 @@ absl::StatusOr<ModelConfig> Parse(const json& json_config, const std::string& sc
   RETURN_IF_ERROR(r.String("pooler_hidden_act", &c.pooler_hidden_act));
   RETURN_IF_ERROR(r.Int("pooler_hidden_size", &c.pooler_hidden_size));
   RETURN_IF_ERROR(r.Int("embedding_size", &c.embedding_size));
-  RETURN_IF_ERROR(r.Int("position_buckets", &c.position_buckets));
-  RETURN_IF_ERROR(r.Bool("share_att_key", &c.share_att_key));
-  RETURN_IF_ERROR(r.String("norm_rel_ebd", &c.norm_rel_ebd));
-  RETURN_IF_ERROR(r.Int("attention_head_size", &c.attention_head_size));
-  if (r.Has("attention_head_size") && c.attention_head_size <= 0) {
-    return r.Error("attention_head_size",
-                   absl::StrCat("must be positive when given, got ", c.attention_head_size));
+  if (v2_keys) {
+    RETURN_IF_ERROR(r.Int("position_buckets", &c.position_buckets));
+    RETURN_IF_ERROR(r.Bool("share_att_key", &c.share_att_key));
+    RETURN_IF_ERROR(r.String("norm_rel_ebd", &c.norm_rel_ebd));
+    RETURN_IF_ERROR(r.Int("attention_head_size", &c.attention_head_size));
+    if (r.Has("attention_head_size") && c.attention_head_size <= 0) {
+      return r.Error("attention_head_size",
+                     absl::StrCat("must be positive when given, got ", c.attention_head_size));
+    }
+    RETURN_IF_ERROR(r.Int("conv_kernel_size", &c.conv_kernel_size));
+    RETURN_IF_ERROR(r.Int("conv_groups", &c.conv_groups));
+    RETURN_IF_ERROR(r.String("conv_act", &c.conv_act));
   }
-  RETURN_IF_ERROR(r.Int("conv_kernel_size", &c.conv_kernel_size));
-  RETURN_IF_ERROR(r.Int("conv_groups", &c.conv_groups));
-  RETURN_IF_ERROR(r.String("conv_act", &c.conv_act));
   if (r.Has("cls_dropout")) {
     double cls_dropout = 0;
     RETURN_IF_ERROR(r.Double("cls_dropout", &cls_dropout));
@@ -437,6 +443,7 @@ absl::StatusOr<ModelConfig> Parse(const json& json_config, const std::string& sc
     RETURN_IF_ERROR(ParseDserve(*dserve, scope, &c.dserve));
   }
   c.extra = r.Unused();
+  if (c.deberta_v1) RETURN_IF_ERROR(ParseDebertaV1Fields(json_config, scope, &c));
 
   // transformers: pooler_hidden_size and embedding_size default to hidden_size
   // (DebertaV2Config; AlbertConfig's embedding_size defaults to 128, set above).
@@ -508,9 +515,11 @@ absl::Status ValidateModelType(const ModelConfig& c) {
     return Invalid("model_type", absl::StrCat("\"", c.model_type, "\" is not supported (supported: ",
                                               absl::StrJoin(SupportedModelTypes(), ", "), ")"));
   }
-  if ((c.model_type == "albert") != c.albert.has_value()) {
+  if ((c.model_type == "albert") != c.albert.has_value() ||
+      (c.model_type == kDebertaV1ModelType) != c.deberta_v1.has_value()) {
     return Invalid("model_type", absl::StrCat("\"", c.model_type, "\" does not match the fields read"));
   }
+  if (c.deberta_v1) return ValidateDebertaV1(c);
   return c.albert ? ValidateAlbert(c) : absl::OkStatus();
 }
 
@@ -577,7 +586,8 @@ const char* TaskName(Task task) {
 }
 
 const std::vector<std::string>& SupportedModelTypes() {
-  static const std::vector<std::string>* types = new std::vector<std::string>{"deberta-v2", "albert"};
+  static const std::vector<std::string>* types =
+      new std::vector<std::string>{"deberta-v2", "albert", kDebertaV1ModelType};
   return *types;
 }
 
@@ -783,6 +793,8 @@ nlohmann::json ModelConfig::ToJson() const {
     j["classifier_dropout_prob"] = albert->classifier_dropout_prob;
     j["position_embedding_type"] = albert->position_embedding_type;
     j["pad_token_id"] = pad_token_id;
+  } else if (deberta_v1) {
+    DebertaV1ToJson(*this, &j);
   } else {
     j["relative_attention"] = relative_attention;
     j["max_relative_positions"] = max_relative_positions;

@@ -1,5 +1,6 @@
 // ModelConfig: a Hugging Face config.json of one of the model families we
-// serve (model_type "deberta-v2", DebertaV2Config; "albert", AlbertConfig),
+// serve (model_type "deberta-v2", DebertaV2Config; "albert", AlbertConfig;
+// "deberta", DeBERTa v1's DebertaConfig, rules in model/deberta_v1/),
 // plus dserve's own settings under the "dserve" key. Parsing applies the
 // family's Hugging Face defaults and validates; serialisation writes a
 // config.json that Hugging Face can load (unknown keys read from a file are
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
+#include "model/deberta_v1/deberta_v1_config.h"
 
 namespace dserve {
 
@@ -49,7 +51,7 @@ struct DserveSettings {
   nlohmann::json extra = nlohmann::json::object();         // other keys, kept as read
 };
 
-// The model_type values we read ("deberta-v2", "albert").
+// The model_type values we read ("deberta-v2", "albert", "deberta").
 const std::vector<std::string>& SupportedModelTypes();
 
 // transformers AlbertConfig's own fields (model_type "albert"). The shared
@@ -100,6 +102,10 @@ struct ModelConfig {
   std::map<int64_t, std::string> id2label;  // also gives num_labels
   std::string problem_type;  // "", single_label_classification, multi_label_classification, regression
   std::optional<AlbertFields> albert;  // set exactly when model_type == "albert"
+  // Set exactly when model_type == "deberta" (DeBERTa v1). Its config keeps
+  // v1's meaning in the shared fields: no position buckets, no shared keys,
+  // no relative-table LayerNorm, no ConvLayer (deberta_v1_config.h).
+  std::optional<DebertaV1Fields> deberta_v1;
   DserveSettings dserve;
   nlohmann::json extra = nlohmann::json::object();  // unknown top-level keys, kept as read
 

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <immintrin.h>
+
 #include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/quantized/PackedParams.h>
@@ -49,22 +51,50 @@ void Gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const c10::BFloat16
 }
 #endif
 
+// ------------------------------------------------------------ row kernels --
+// Each has a portable version and AVX2 / AVX-512 versions written with
+// intrinsics (GCC does not vectorise float reductions without -ffast-math,
+// and the clamp of the old scalar exp became a branch); the best one for
+// this CPU is picked once (RowKernelsForCpu).
+
+// Queries per c2p block and keys per p2c block. A multiple of 16 so no
+// vector of the gathers straddles two key blocks.
+constexpr int64_t kBlock = 32;
+
+// One query row of the position terms:
+//   row[j] += c2p[idx[j] - c2p_lo]                                (c2p)
+//   row[j] += p2c_band(j / kBlock)[(idx[j] - p2c_lo[j / kBlock]) * kBlock + j % kBlock]   (p2c)
+// idx[j]: the table row of key j for this query, read from the reversed
+// Toeplitz index (contiguous in j). c2p: this query's row of its block's
+// band; p2c: the bands of the key blocks ([rows, kBlock] each, p2c_stride
+// floats apart). Either may be null.
+struct RelativeRow {
+  float* row = nullptr;
+  int64_t n = 0;
+  const int32_t* idx = nullptr;
+  const float* c2p = nullptr;
+  int32_t c2p_lo = 0;
+  const float* p2c = nullptr;
+  const int32_t* p2c_lo = nullptr;
+  int64_t p2c_stride = 0;
+};
+
 // exp(x) for x <= 0 (Cephes' expf: range reduction by ln 2 in two parts, a
 // degree-6 polynomial, the exponent set through the bits); relative error
-// ~1e-7. Written so the loops below vectorise.
+// ~1e-7. The vector versions below are the same steps.
+constexpr float kExpLow = -87.0f, kLog2e = 1.44269504088896341f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+constexpr float kExpP[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                            4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+
 inline float ExpNonPositive(float x) {
-  x = std::max(x, -87.0f);
-  const float t = x * 1.44269504088896341f;
+  x = std::max(x, kExpLow);
+  const float t = x * kLog2e;
   const int n = static_cast<int>(t - 0.5f);  // round to nearest (t <= 0)
   const float fn = static_cast<float>(n);
-  float z = x - fn * 0.693359375f;
-  z = z - fn * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * z + 1.3981999507e-3f;
-  p = p * z + 8.3334519073e-3f;
-  p = p * z + 4.1665795894e-2f;
-  p = p * z + 1.6666665459e-1f;
-  p = p * z + 5.0000001201e-1f;
+  float z = x - fn * kLn2Hi;
+  z = z - fn * kLn2Lo;
+  float p = kExpP[0];
+  for (int k = 1; k < 6; ++k) p = p * z + kExpP[k];
   p = p * z * z + z + 1.0f;
   const int32_t bits = (n + 127) << 23;
   float scale;
@@ -72,11 +102,31 @@ inline float ExpNonPositive(float x) {
   return p * scale;
 }
 
+inline float Bf16ToFloat(uint16_t v) {
+  const uint32_t u = static_cast<uint32_t>(v) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// Round to nearest even, as c10::BFloat16's constructor does (no NaN here:
+// probabilities and finite products).
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void ToBf16(const float* in, int64_t n, uint16_t* out) {
+  for (int64_t j = 0; j < n; ++j) {
+    uint32_t u;
+    std::memcpy(&u, &in[j], sizeof u);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    out[j] = static_cast<uint16_t>(u >> 16);
+  }
+}
+
+// ---- portable
+
 // In place: row <- softmax(row) over the keys with valid[j] != 0; masked keys
 // get 0. A row with no valid key becomes uniform (as adding a huge negative
 // bias to every key would give).
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void SoftmaxRow(float* row, const uint8_t* valid, int64_t n) {
+void SoftmaxRowScalar(float* row, const uint8_t* valid, int64_t n) {
   float max = -std::numeric_limits<float>::infinity();
   for (int64_t j = 0; j < n; ++j) max = std::max(max, valid[j] ? row[j] : -std::numeric_limits<float>::infinity());
   if (max == -std::numeric_limits<float>::infinity()) {
@@ -93,36 +143,20 @@ void SoftmaxRow(float* row, const uint8_t* valid, int64_t n) {
   for (int64_t j = 0; j < n; ++j) row[j] *= inv;
 }
 
-// row[j] += table[idx[j]] for a row of c2p, or the transposed p2c walk.
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void AddGathered(float* row, const float* table, const int64_t* idx, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) row[j] += table[idx[j]];
-}
-
-// Round to nearest even, as c10::BFloat16's constructor does (no NaN here:
-// probabilities and finite products).
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void ToBf16(const float* in, int64_t n, uint16_t* out) {
-  for (int64_t j = 0; j < n; ++j) {
-    uint32_t u;
-    std::memcpy(&u, &in[j], sizeof u);
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    out[j] = static_cast<uint16_t>(u >> 16);
+void AddRelativeRowScalar(const RelativeRow& a) {
+  for (int64_t j = 0; j < a.n; ++j) {
+    if (a.c2p) a.row[j] += a.c2p[a.idx[j] - a.c2p_lo];
+    if (a.p2c) {
+      const int64_t kb = j / kBlock;
+      a.row[j] += a.p2c[kb * a.p2c_stride + (a.idx[j] - a.p2c_lo[kb]) * kBlock + j % kBlock];
+    }
   }
-}
-
-inline float Bf16ToFloat(uint16_t v) {
-  const uint32_t u = static_cast<uint32_t>(v) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
 }
 
 // out = LayerNorm(a + b) * w + bias over n values; b may be null. tmp holds
 // the n float32 sums. Two passes (mean, then variance of the centred values).
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void AddNormRowF32(const float* a, const float* b, const float* w, const float* bias, float eps, int64_t n,
-                   float* tmp, float* out) {
+void AddNormRowF32Scalar(const float* a, const float* b, const float* w, const float* bias, float eps, int64_t n,
+                         float* tmp, float* out) {
   float sum = 0.0f;
   for (int64_t j = 0; j < n; ++j) {
     tmp[j] = b ? a[j] + b[j] : a[j];
@@ -138,9 +172,8 @@ void AddNormRowF32(const float* a, const float* b, const float* w, const float* 
   for (int64_t j = 0; j < n; ++j) out[j] = (tmp[j] - mean) * inv * w[j] + bias[j];
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void AddNormRowBf16(const uint16_t* a, const uint16_t* b, const uint16_t* w, const uint16_t* bias, float eps,
-                    int64_t n, float* tmp, uint16_t* out) {
+void AddNormRowBf16Scalar(const uint16_t* a, const uint16_t* b, const uint16_t* w, const uint16_t* bias, float eps,
+                          int64_t n, float* tmp, uint16_t* out) {
   float sum = 0.0f;
   for (int64_t j = 0; j < n; ++j) {
     tmp[j] = b ? Bf16ToFloat(a[j]) + Bf16ToFloat(b[j]) : Bf16ToFloat(a[j]);
@@ -157,64 +190,503 @@ void AddNormRowBf16(const uint16_t* a, const uint16_t* b, const uint16_t* w, con
   ToBf16(tmp, n, out);
 }
 
+// ---- AVX-512 (F, BW, VL: masked byte / word loads for the tails)
+
+#define DSERVE_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma")))
+
+DSERVE_AVX512 inline __mmask16 Tail16(int64_t left) {
+  return left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
+}
+
+DSERVE_AVX512 inline __m512 Exp512(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(kExpLow));
+  const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(kLog2e));
+  const __m512i n = _mm512_cvttps_epi32(_mm512_sub_ps(t, _mm512_set1_ps(0.5f)));
+  const __m512 fn = _mm512_cvtepi32_ps(n);
+  __m512 z = _mm512_fnmadd_ps(fn, _mm512_set1_ps(kLn2Hi), x);
+  z = _mm512_fnmadd_ps(fn, _mm512_set1_ps(kLn2Lo), z);
+  __m512 p = _mm512_set1_ps(kExpP[0]);
+  for (int k = 1; k < 6; ++k) p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(kExpP[k]));
+  p = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, z), z, z), _mm512_set1_ps(1.0f));
+  const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(n, _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+}
+
+// The lanes of keys j .. j+15 that exist and may be attended to.
+DSERVE_AVX512 inline __mmask16 Valid16(const uint8_t* valid, int64_t j, int64_t n) {
+  const __mmask16 tail = Tail16(n - j);
+  const __m128i v = _mm_maskz_loadu_epi8(tail, valid + j);
+  return _mm_test_epi8_mask(v, v);
+}
+
+// The same for 16 keys that all exist (no tail).
+DSERVE_AVX512 inline __mmask16 Valid16Full(const uint8_t* valid) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(valid));
+  return _mm_test_epi8_mask(v, v);
+}
+
+DSERVE_AVX512 void SoftmaxRowAvx512(float* row, const uint8_t* valid, int64_t n) {
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512 m0 = ninf, m1 = ninf;
+  int64_t j = 0;
+  for (; j + 32 <= n; j += 32) {
+    const __mmask16 v0 = Valid16Full(valid + j), v1 = Valid16Full(valid + j + 16);
+    m0 = _mm512_mask_max_ps(m0, v0, m0, _mm512_loadu_ps(row + j));
+    m1 = _mm512_mask_max_ps(m1, v1, m1, _mm512_loadu_ps(row + j + 16));
+  }
+  for (; j < n; j += 16) {
+    const __mmask16 v0 = Valid16(valid, j, n);
+    m0 = _mm512_mask_max_ps(m0, v0, m0, _mm512_maskz_loadu_ps(Tail16(n - j), row + j));
+  }
+  const float max = _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
+  if (max == -std::numeric_limits<float>::infinity()) {
+    const __m512 u = _mm512_set1_ps(1.0f / static_cast<float>(n));
+    for (j = 0; j < n; j += 16) _mm512_mask_storeu_ps(row + j, Tail16(n - j), u);
+    return;
+  }
+  const __m512 vmax = _mm512_set1_ps(max);
+  __m512 s[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  j = 0;
+  for (; j + 64 <= n; j += 64) {
+    for (int k = 0; k < 4; ++k) {
+      const __mmask16 v = Valid16Full(valid + j + 16 * k);
+      const __m512 e = _mm512_maskz_mov_ps(v, Exp512(_mm512_sub_ps(_mm512_loadu_ps(row + j + 16 * k), vmax)));
+      _mm512_storeu_ps(row + j + 16 * k, e);
+      s[k] = _mm512_add_ps(s[k], e);
+    }
+  }
+  for (; j < n; j += 16) {
+    const __mmask16 tail = Tail16(n - j), v = Valid16(valid, j, n);
+    const __m512 e = _mm512_maskz_mov_ps(v, Exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, row + j), vmax)));
+    _mm512_mask_storeu_ps(row + j, tail, e);
+    s[0] = _mm512_add_ps(s[0], e);
+  }
+  const float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s[0], s[1]), _mm512_add_ps(s[2], s[3])));
+  const __m512 inv = _mm512_set1_ps(1.0f / sum);
+  for (j = 0; j < n; j += 16) {
+    const __mmask16 tail = Tail16(n - j);
+    _mm512_mask_storeu_ps(row + j, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, row + j), inv));
+  }
+}
+
+DSERVE_AVX512 void AddRelativeRowAvx512(const RelativeRow& a) {
+  const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i c2p_lo = _mm512_set1_epi32(a.c2p_lo);
+  for (int64_t j = 0; j < a.n; j += 16) {
+    const __mmask16 m = Tail16(a.n - j);
+    const __m512i idx = _mm512_maskz_loadu_epi32(m, a.idx + j);
+    __m512 s = _mm512_maskz_loadu_ps(m, a.row + j);
+    if (a.c2p) {
+      s = _mm512_add_ps(s, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, _mm512_sub_epi32(idx, c2p_lo), a.c2p, 4));
+    }
+    if (a.p2c) {
+      const int64_t kb = j / kBlock;
+      const __m512i col = _mm512_add_epi32(iota, _mm512_set1_epi32(static_cast<int32_t>(j % kBlock)));
+      const __m512i r = _mm512_sub_epi32(idx, _mm512_set1_epi32(a.p2c_lo[kb]));
+      const __m512i at = _mm512_add_epi32(_mm512_mullo_epi32(r, _mm512_set1_epi32(kBlock)), col);
+      s = _mm512_add_ps(s, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, at, a.p2c + kb * a.p2c_stride, 4));
+    }
+    _mm512_mask_storeu_ps(a.row + j, m, s);
+  }
+}
+
+DSERVE_AVX512 inline __m512 Load16(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+DSERVE_AVX512 inline __m512 Load16(const uint16_t* p, __mmask16 m) {
+  const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+
+// tmp = a + b (b may be null); returns the mean and the variance (of the
+// centred values), each sum over four accumulators.
+template <typename E>
+DSERVE_AVX512 inline void Moments512(const E* a, const E* b, int64_t n, float* tmp, float* mean, float* var) {
+  __m512 s[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  int64_t j = 0;
+  const __mmask16 all = 0xFFFF;
+  for (; j + 64 <= n; j += 64) {
+    for (int k = 0; k < 4; ++k) {
+      __m512 x = Load16(a + j + 16 * k, all);
+      if (b) x = _mm512_add_ps(x, Load16(b + j + 16 * k, all));
+      _mm512_storeu_ps(tmp + j + 16 * k, x);
+      s[k] = _mm512_add_ps(s[k], x);
+    }
+  }
+  for (; j < n; j += 16) {
+    const __mmask16 m = Tail16(n - j);
+    __m512 x = Load16(a + j, m);
+    if (b) x = _mm512_add_ps(x, Load16(b + j, m));
+    _mm512_mask_storeu_ps(tmp + j, m, x);
+    s[0] = _mm512_add_ps(s[0], x);
+  }
+  *mean = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s[0], s[1]), _mm512_add_ps(s[2], s[3]))) /
+          static_cast<float>(n);
+  const __m512 vm = _mm512_set1_ps(*mean);
+  for (auto& v : s) v = _mm512_setzero_ps();
+  for (j = 0; j + 64 <= n; j += 64) {
+    for (int k = 0; k < 4; ++k) {
+      const __m512 c = _mm512_sub_ps(_mm512_loadu_ps(tmp + j + 16 * k), vm);
+      s[k] = _mm512_fmadd_ps(c, c, s[k]);
+    }
+  }
+  for (; j < n; j += 16) {
+    const __mmask16 m = Tail16(n - j);
+    const __m512 c = _mm512_maskz_sub_ps(m, _mm512_maskz_loadu_ps(m, tmp + j), vm);
+    s[0] = _mm512_fmadd_ps(c, c, s[0]);
+  }
+  *var = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s[0], s[1]), _mm512_add_ps(s[2], s[3]))) /
+         static_cast<float>(n);
+}
+
+DSERVE_AVX512 void AddNormRowF32Avx512(const float* a, const float* b, const float* w, const float* bias, float eps,
+                                       int64_t n, float* tmp, float* out) {
+  float mean, var;
+  Moments512(a, b, n, tmp, &mean, &var);
+  const __m512 vm = _mm512_set1_ps(mean), vi = _mm512_set1_ps(1.0f / std::sqrt(var + eps));
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = Tail16(n - j);
+    const __m512 c = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, tmp + j), vm), vi);
+    _mm512_mask_storeu_ps(out + j, m,
+                          _mm512_fmadd_ps(c, _mm512_maskz_loadu_ps(m, w + j), _mm512_maskz_loadu_ps(m, bias + j)));
+  }
+}
+
+DSERVE_AVX512 void AddNormRowBf16Avx512(const uint16_t* a, const uint16_t* b, const uint16_t* w,
+                                        const uint16_t* bias, float eps, int64_t n, float* tmp, uint16_t* out) {
+  float mean, var;
+  Moments512(a, b, n, tmp, &mean, &var);
+  const __m512 vm = _mm512_set1_ps(mean), vi = _mm512_set1_ps(1.0f / std::sqrt(var + eps));
+  const __m512i round = _mm512_set1_epi32(0x7FFF), one = _mm512_set1_epi32(1);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = Tail16(n - j);
+    const __m512 c = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, tmp + j), vm), vi);
+    const __m512 y = _mm512_fmadd_ps(c, Load16(w + j, m), Load16(bias + j, m));
+    // Round to nearest even, as ToBf16.
+    __m512i u = _mm512_castps_si512(y);
+    u = _mm512_add_epi32(u, _mm512_add_epi32(round, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
+    _mm256_mask_storeu_epi16(out + j, m, _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16)));
+  }
+}
+
+#undef DSERVE_AVX512
+
+// ---- AVX2 (+FMA); tails through an 8-lane buffer or scalar code
+
+#define DSERVE_AVX2 __attribute__((target("avx2,fma")))
+
+DSERVE_AVX2 inline __m256 Exp256(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(kExpLow));
+  const __m256 t = _mm256_mul_ps(x, _mm256_set1_ps(kLog2e));
+  const __m256i n = _mm256_cvttps_epi32(_mm256_sub_ps(t, _mm256_set1_ps(0.5f)));
+  const __m256 fn = _mm256_cvtepi32_ps(n);
+  __m256 z = _mm256_fnmadd_ps(fn, _mm256_set1_ps(kLn2Hi), x);
+  z = _mm256_fnmadd_ps(fn, _mm256_set1_ps(kLn2Lo), z);
+  __m256 p = _mm256_set1_ps(kExpP[0]);
+  for (int k = 1; k < 6; ++k) p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(kExpP[k]));
+  p = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, z), z, z), _mm256_set1_ps(1.0f));
+  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+}
+
+// All-ones lanes for the keys j .. j+7 that may be attended to (8 readable bytes).
+DSERVE_AVX2 inline __m256 Valid8(const uint8_t* valid) {
+  const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(valid)));
+  return _mm256_castsi256_ps(_mm256_cmpgt_epi32(v, _mm256_setzero_si256()));
+}
+
+DSERVE_AVX2 inline float ReduceAdd256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+DSERVE_AVX2 inline float ReduceMax256(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// p[0..8) <- exp(p - max) on the valid keys, 0 elsewhere; returns the values.
+DSERVE_AVX2 inline __m256 ExpStore8(float* p, const uint8_t* valid, __m256 vmax) {
+  const __m256 e = _mm256_and_ps(Exp256(_mm256_sub_ps(_mm256_loadu_ps(p), vmax)), Valid8(valid));
+  _mm256_storeu_ps(p, e);
+  return e;
+}
+
+DSERVE_AVX2 void SoftmaxRowAvx2(float* row, const uint8_t* valid, int64_t n) {
+  const int64_t full = n / 8 * 8, rest = n - full;
+  // The tail as one padded vector: values 0, keys invalid past n.
+  alignas(32) float tail[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  alignas(8) uint8_t tail_valid[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  std::memcpy(tail, row + full, sizeof(float) * rest);
+  std::memcpy(tail_valid, valid + full, rest);
+  const __m256 ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256 m0 = ninf, m1 = ninf;
+  int64_t j = 0;
+  for (; j + 16 <= full; j += 16) {
+    m0 = _mm256_max_ps(m0, _mm256_blendv_ps(ninf, _mm256_loadu_ps(row + j), Valid8(valid + j)));
+    m1 = _mm256_max_ps(m1, _mm256_blendv_ps(ninf, _mm256_loadu_ps(row + j + 8), Valid8(valid + j + 8)));
+  }
+  for (; j < full; j += 8) m0 = _mm256_max_ps(m0, _mm256_blendv_ps(ninf, _mm256_loadu_ps(row + j), Valid8(valid + j)));
+  if (rest) m1 = _mm256_max_ps(m1, _mm256_blendv_ps(ninf, _mm256_load_ps(tail), Valid8(tail_valid)));
+  const float max = ReduceMax256(_mm256_max_ps(m0, m1));
+  if (max == -std::numeric_limits<float>::infinity()) {
+    for (j = 0; j < n; ++j) row[j] = 1.0f / static_cast<float>(n);
+    return;
+  }
+  const __m256 vmax = _mm256_set1_ps(max);
+  __m256 s[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  j = 0;
+  for (; j + 32 <= full; j += 32) {
+    for (int k = 0; k < 4; ++k) s[k] = _mm256_add_ps(s[k], ExpStore8(row + j + 8 * k, valid + j + 8 * k, vmax));
+  }
+  for (; j < full; j += 8) s[0] = _mm256_add_ps(s[0], ExpStore8(row + j, valid + j, vmax));
+  if (rest) s[1] = _mm256_add_ps(s[1], ExpStore8(tail, tail_valid, vmax));
+  const float sum = ReduceAdd256(_mm256_add_ps(_mm256_add_ps(s[0], s[1]), _mm256_add_ps(s[2], s[3])));
+  const __m256 inv = _mm256_set1_ps(1.0f / sum);
+  for (j = 0; j < full; j += 8) _mm256_storeu_ps(row + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), inv));
+  if (rest) {
+    _mm256_store_ps(tail, _mm256_mul_ps(_mm256_load_ps(tail), inv));
+    std::memcpy(row + full, tail, sizeof(float) * rest);
+  }
+}
+
+DSERVE_AVX2 void AddRelativeRowAvx2(const RelativeRow& a) {
+  const __m256i iota = _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+  const __m256i c2p_lo = _mm256_set1_epi32(a.c2p_lo);
+  const int64_t full = a.n / 8 * 8;
+  for (int64_t j = 0; j < full; j += 8) {
+    const __m256i idx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.idx + j));
+    __m256 s = _mm256_loadu_ps(a.row + j);
+    if (a.c2p) s = _mm256_add_ps(s, _mm256_i32gather_ps(a.c2p, _mm256_sub_epi32(idx, c2p_lo), 4));
+    if (a.p2c) {
+      const int64_t kb = j / kBlock;
+      const __m256i col = _mm256_add_epi32(iota, _mm256_set1_epi32(static_cast<int32_t>(j % kBlock)));
+      const __m256i r = _mm256_sub_epi32(idx, _mm256_set1_epi32(a.p2c_lo[kb]));
+      const __m256i at = _mm256_add_epi32(_mm256_mullo_epi32(r, _mm256_set1_epi32(kBlock)), col);
+      s = _mm256_add_ps(s, _mm256_i32gather_ps(a.p2c + kb * a.p2c_stride, at, 4));
+    }
+    _mm256_storeu_ps(a.row + j, s);
+  }
+  for (int64_t j = full; j < a.n; ++j) {
+    if (a.c2p) a.row[j] += a.c2p[a.idx[j] - a.c2p_lo];
+    if (a.p2c) {
+      const int64_t kb = j / kBlock;
+      a.row[j] += a.p2c[kb * a.p2c_stride + (a.idx[j] - a.p2c_lo[kb]) * kBlock + j % kBlock];
+    }
+  }
+}
+
+DSERVE_AVX2 inline __m256 Load8(const float* p) { return _mm256_loadu_ps(p); }
+DSERVE_AVX2 inline __m256 Load8(const uint16_t* p) {
+  const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+inline float ToFloat(float v) { return v; }
+inline float ToFloat(uint16_t v) { return Bf16ToFloat(v); }
+
+// tmp = a + b (b may be null); the mean and the variance (of the centred
+// values), four accumulators, a scalar tail.
+template <typename E>
+DSERVE_AVX2 inline void Moments256(const E* a, const E* b, int64_t n, float* tmp, float* mean, float* var) {
+  __m256 s[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  int64_t j = 0;
+  for (; j + 32 <= n; j += 32) {
+    for (int k = 0; k < 4; ++k) {
+      __m256 x = Load8(a + j + 8 * k);
+      if (b) x = _mm256_add_ps(x, Load8(b + j + 8 * k));
+      _mm256_storeu_ps(tmp + j + 8 * k, x);
+      s[k] = _mm256_add_ps(s[k], x);
+    }
+  }
+  for (; j + 8 <= n; j += 8) {
+    __m256 x = Load8(a + j);
+    if (b) x = _mm256_add_ps(x, Load8(b + j));
+    _mm256_storeu_ps(tmp + j, x);
+    s[0] = _mm256_add_ps(s[0], x);
+  }
+  const int64_t full = j;
+  float sum = ReduceAdd256(_mm256_add_ps(_mm256_add_ps(s[0], s[1]), _mm256_add_ps(s[2], s[3])));
+  for (; j < n; ++j) sum += (tmp[j] = b ? ToFloat(a[j]) + ToFloat(b[j]) : ToFloat(a[j]));
+  *mean = sum / static_cast<float>(n);
+  const __m256 vm = _mm256_set1_ps(*mean);
+  for (auto& v : s) v = _mm256_setzero_ps();
+  for (j = 0; j + 32 <= n; j += 32) {
+    for (int k = 0; k < 4; ++k) {
+      const __m256 c = _mm256_sub_ps(_mm256_loadu_ps(tmp + j + 8 * k), vm);
+      s[k] = _mm256_fmadd_ps(c, c, s[k]);
+    }
+  }
+  for (; j + 8 <= n; j += 8) {
+    const __m256 c = _mm256_sub_ps(_mm256_loadu_ps(tmp + j), vm);
+    s[0] = _mm256_fmadd_ps(c, c, s[0]);
+  }
+  float sq = ReduceAdd256(_mm256_add_ps(_mm256_add_ps(s[0], s[1]), _mm256_add_ps(s[2], s[3])));
+  for (j = full; j < n; ++j) sq += (tmp[j] - *mean) * (tmp[j] - *mean);
+  *var = sq / static_cast<float>(n);
+}
+
+DSERVE_AVX2 void AddNormRowF32Avx2(const float* a, const float* b, const float* w, const float* bias, float eps,
+                                   int64_t n, float* tmp, float* out) {
+  float mean, var;
+  Moments256(a, b, n, tmp, &mean, &var);
+  const float inv = 1.0f / std::sqrt(var + eps);
+  const __m256 vm = _mm256_set1_ps(mean), vi = _mm256_set1_ps(inv);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 c = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(tmp + j), vm), vi);
+    _mm256_storeu_ps(out + j, _mm256_fmadd_ps(c, _mm256_loadu_ps(w + j), _mm256_loadu_ps(bias + j)));
+  }
+  for (; j < n; ++j) out[j] = (tmp[j] - mean) * inv * w[j] + bias[j];
+}
+
+DSERVE_AVX2 void AddNormRowBf16Avx2(const uint16_t* a, const uint16_t* b, const uint16_t* w, const uint16_t* bias,
+                                    float eps, int64_t n, float* tmp, uint16_t* out) {
+  float mean, var;
+  Moments256(a, b, n, tmp, &mean, &var);
+  const float inv = 1.0f / std::sqrt(var + eps);
+  const __m256 vm = _mm256_set1_ps(mean), vi = _mm256_set1_ps(inv);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 c = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(tmp + j), vm), vi);
+    _mm256_storeu_ps(tmp + j, _mm256_fmadd_ps(c, Load8(w + j), Load8(bias + j)));
+  }
+  for (; j < n; ++j) tmp[j] = (tmp[j] - mean) * inv * Bf16ToFloat(w[j]) + Bf16ToFloat(bias[j]);
+  ToBf16(tmp, n, out);
+}
+
+#undef DSERVE_AVX2
+
+struct RowKernels {
+  const char* isa;
+  void (*softmax)(float* row, const uint8_t* valid, int64_t n);
+  void (*add_relative)(const RelativeRow& a);
+  void (*add_norm_f32)(const float* a, const float* b, const float* w, const float* bias, float eps, int64_t n,
+                       float* tmp, float* out);
+  void (*add_norm_bf16)(const uint16_t* a, const uint16_t* b, const uint16_t* w, const uint16_t* bias, float eps,
+                        int64_t n, float* tmp, uint16_t* out);
+};
+
+constexpr RowKernels kAvx512Kernels{"avx512", SoftmaxRowAvx512, AddRelativeRowAvx512, AddNormRowF32Avx512,
+                                     AddNormRowBf16Avx512};
+constexpr RowKernels kAvx2Kernels{"avx2", SoftmaxRowAvx2, AddRelativeRowAvx2, AddNormRowF32Avx2, AddNormRowBf16Avx2};
+constexpr RowKernels kScalarKernels{"scalar", SoftmaxRowScalar, AddRelativeRowScalar, AddNormRowF32Scalar,
+                                    AddNormRowBf16Scalar};
+
+// The kernel sets this CPU can run, best first.
+std::vector<const RowKernels*> SupportedRowKernels() {
+  __builtin_cpu_init();
+  std::vector<const RowKernels*> sets;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("fma")) {
+    sets.push_back(&kAvx512Kernels);
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) sets.push_back(&kAvx2Kernels);
+  sets.push_back(&kScalarKernels);
+  return sets;
+}
+
+std::atomic<const RowKernels*>& ChosenRowKernels() {
+  static std::atomic<const RowKernels*> chosen{SupportedRowKernels().front()};
+  return chosen;
+}
+
+const RowKernels& RowKernelsForCpu() { return *ChosenRowKernels().load(std::memory_order_relaxed); }
+
 struct Scratch {
   std::vector<float> scores, c2p, p2c, out;
+  std::vector<int32_t> p2c_lo;
   std::vector<uint16_t> probs;
 };
 
 #ifdef DSERVE_HAVE_DNNL
+// rev[m] (m = j - i + L - 1, 2L - 1 entries): the table row (minus min_row)
+// of query i against key j, non-increasing in m; query i's keys read
+// rev + L - 1 - i, contiguous.
 template <typename T>
-void RunTiles(const FusedAttentionInput& in, torch::Tensor& context) {
+void RunTiles(const FusedAttentionInput& in, const std::vector<int32_t>& rev, torch::Tensor& context) {
   const int64_t B = in.qkv.size(0), L = in.qkv.size(1), h = in.heads, d = in.head_size;
-  const int64_t A = h * d, ld = 3 * A, R = in.rows;
+  const int64_t A = h * d, ld = 3 * A;
   const T* qkv = in.qkv.data_ptr<T>();
   const T* pos_key = in.pos_key.defined() ? in.pos_key.data_ptr<T>() : nullptr;
   const T* pos_query = in.pos_query.defined() ? in.pos_query.data_ptr<T>() : nullptr;
   const int64_t table_rows = pos_key ? in.pos_key.size(1) : pos_query ? in.pos_query.size(1) : 0;
-  const int64_t* index = in.index.defined() ? in.index.data_ptr<int64_t>() : nullptr;
   const uint8_t* keys = in.key_mask.data_ptr<uint8_t>();
   T* out = context.data_ptr<T>();
   constexpr bool kFloat = std::is_same<T, float>::value;
+  const RowKernels& kern = RowKernelsForCpu();
+  // A block of queries or keys reads at most L + kBlock - 1 distinct rows.
+  const int64_t key_blocks = (L + kBlock - 1) / kBlock, band = std::min<int64_t>(L + kBlock - 1, in.rows);
 
   at::parallel_for(0, B * h, 1, [&](int64_t begin, int64_t end) {
     thread_local Scratch s;
-    s.scores.resize(L * L);
-    if (pos_key) s.c2p.resize(L * R);
-    if (pos_query) s.p2c.resize(L * R);
+    s.scores.resize(kBlock * L);
+    if (pos_key) s.c2p.resize(kBlock * band);
+    if (pos_query) {
+      s.p2c.resize(key_blocks * band * kBlock);
+      s.p2c_lo.resize(key_blocks);
+    }
     if (!kFloat) {
-      s.probs.resize(L * L);
-      s.out.resize(L * d);
+      s.probs.resize(kBlock * L);
+      s.out.resize(kBlock * d);
     }
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / h, head = task % h;
       const T* q = qkv + b * L * ld + head * d;
       const T* k = q + A;
       const T* v = q + 2 * A;
-      float* scores = s.scores.data();
-      Gemm('N', 'T', L, L, d, q, ld, k, ld, scores, L);
-      if (pos_key) {
-        Gemm('N', 'T', L, R, d, q, ld, pos_key + (head * table_rows + in.min_row) * d, d, s.c2p.data(), R);
-        for (int64_t i = 0; i < L; ++i) AddGathered(scores + i * L, s.c2p.data() + i * R, index + i * L, L);
-      }
       if (pos_query) {
-        // p2c[i, j] = K_j . P_q[idx[i, j]]: walk row i of the index, row j of the table.
-        Gemm('N', 'T', L, R, d, k, ld, pos_query + (head * table_rows + in.min_row) * d, d, s.p2c.data(), R);
-        const float* p2c = s.p2c.data();
-        for (int64_t i = 0; i < L; ++i) {
-          float* row = scores + i * L;
-          const int64_t* idx = index + i * L;
-          for (int64_t j = 0; j < L; ++j) row[j] += p2c[j * R + idx[j]];
+        // p2c[i, j] = K_j . P_q[row(i, j)]: per block of keys, the band of
+        // table rows its keys read, [rows, kBlock] (transposed: a query row
+        // then gathers its block's 16 keys from one or two cache lines per row).
+        for (int64_t kb = 0; kb < key_blocks; ++kb) {
+          const int64_t j0 = kb * kBlock, nk = std::min(kBlock, L - j0);
+          const int32_t lo = rev[j0 + nk + L - 2], hi = rev[j0];
+          s.p2c_lo[kb] = lo;
+          Gemm('N', 'T', hi - lo + 1, nk, d, pos_query + (head * table_rows + in.min_row + lo) * d, d, k + j0 * ld,
+               ld, s.p2c.data() + kb * band * kBlock, kBlock);
         }
       }
       const uint8_t* valid = keys + b * L;
-      for (int64_t i = 0; i < L; ++i) SoftmaxRow(scores + i * L, valid, L);
-      T* o = out + b * L * A + head * d;
-      if constexpr (kFloat) {
-        Gemm('N', 'N', L, d, L, scores, L, v, ld, o, A);
-      } else {
-        ToBf16(scores, L * L, s.probs.data());
-        Gemm('N', 'N', L, d, L, reinterpret_cast<const c10::BFloat16*>(s.probs.data()), L, v, ld, s.out.data(), d);
-        for (int64_t i = 0; i < L; ++i) ToBf16(s.out.data() + i * d, d, reinterpret_cast<uint16_t*>(o + i * A));
+      for (int64_t i0 = 0; i0 < L; i0 += kBlock) {
+        const int64_t nq = std::min(kBlock, L - i0);
+        float* scores = s.scores.data();
+        Gemm('N', 'T', nq, L, d, q + i0 * ld, ld, k, ld, scores, L);
+        RelativeRow rel;
+        rel.n = L;
+        int64_t c2p_rows = 0;
+        if (pos_key) {
+          // c2p[i, j] = Q_i . P_k[row(i, j)], only the rows this block reads.
+          const int32_t lo = rev[2 * L - 2 - i0], hi = rev[L - nq - i0];
+          c2p_rows = hi - lo + 1;
+          Gemm('N', 'T', nq, c2p_rows, d, q + i0 * ld, ld, pos_key + (head * table_rows + in.min_row + lo) * d, d,
+               s.c2p.data(), c2p_rows);
+          rel.c2p_lo = lo;
+        }
+        if (pos_query) {
+          rel.p2c = s.p2c.data();
+          rel.p2c_lo = s.p2c_lo.data();
+          rel.p2c_stride = band * kBlock;
+        }
+        for (int64_t ii = 0; ii < nq; ++ii) {
+          float* row = scores + ii * L;
+          if (pos_key || pos_query) {
+            rel.row = row;
+            rel.idx = rev.data() + (L - 1 - (i0 + ii));
+            if (pos_key) rel.c2p = s.c2p.data() + ii * c2p_rows;
+            kern.add_relative(rel);
+          }
+          kern.softmax(row, valid, L);
+        }
+        T* o = out + b * L * A + i0 * A + head * d;
+        if constexpr (kFloat) {
+          Gemm('N', 'N', nq, d, L, scores, L, v, ld, o, A);
+        } else {
+          ToBf16(scores, nq * L, s.probs.data());
+          Gemm('N', 'N', nq, d, L, reinterpret_cast<const c10::BFloat16*>(s.probs.data()), L, v, ld, s.out.data(), d);
+          for (int64_t ii = 0; ii < nq; ++ii) ToBf16(s.out.data() + ii * d, d, reinterpret_cast<uint16_t*>(o + ii * A));
+        }
       }
     }
   });
@@ -222,6 +694,18 @@ void RunTiles(const FusedAttentionInput& in, torch::Tensor& context) {
 #endif
 
 }  // namespace
+
+std::string CpuKernelIsa() { return RowKernelsForCpu().isa; }
+
+bool SetCpuKernelIsa(const std::string& isa) {
+  for (const RowKernels* k : SupportedRowKernels()) {
+    if (isa == k->isa) {
+      ChosenRowKernels().store(k, std::memory_order_relaxed);
+      return true;
+    }
+  }
+  return false;
+}
 
 std::string OneDnnIsa() {
 #ifdef DSERVE_HAVE_DNNL
@@ -337,17 +821,19 @@ torch::Tensor FusedAddLayerNorm(const torch::Tensor& x, const torch::Tensor& res
   const int64_t n = x.size(-1), rows = x.numel() / std::max<int64_t>(n, 1);
   const float e = static_cast<float>(eps);
   const bool bf16 = x.scalar_type() == torch::kBFloat16;
+  const RowKernels& kern = RowKernelsForCpu();
   at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> tmp;
     tmp.resize(n);
     for (int64_t i = begin; i < end; ++i) {
       if (bf16) {
         auto p = [&](const torch::Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr<c10::BFloat16>()); };
-        AddNormRowBf16(p(x) + i * n, r.defined() ? p(r) + i * n : nullptr, p(weight), p(bias), e, n, tmp.data(),
-                       reinterpret_cast<uint16_t*>(out.data_ptr<c10::BFloat16>()) + i * n);
+        kern.add_norm_bf16(p(x) + i * n, r.defined() ? p(r) + i * n : nullptr, p(weight), p(bias), e, n, tmp.data(),
+                           reinterpret_cast<uint16_t*>(out.data_ptr<c10::BFloat16>()) + i * n);
       } else {
-        AddNormRowF32(x.data_ptr<float>() + i * n, r.defined() ? r.data_ptr<float>() + i * n : nullptr,
-                      weight.data_ptr<float>(), bias.data_ptr<float>(), e, n, tmp.data(), out.data_ptr<float>() + i * n);
+        kern.add_norm_f32(x.data_ptr<float>() + i * n, r.defined() ? r.data_ptr<float>() + i * n : nullptr,
+                          weight.data_ptr<float>(), bias.data_ptr<float>(), e, n, tmp.data(),
+                          out.data_ptr<float>() + i * n);
       }
     }
   });
@@ -362,9 +848,24 @@ torch::Tensor FusedAttention(const FusedAttentionInput& in) {
   TORCH_CHECK(in.key_mask.scalar_type() == torch::kByte && in.key_mask.is_contiguous() &&
                   in.key_mask.sizes() == torch::IntArrayRef({in.qkv.size(0), in.qkv.size(1)}),
               "fused attention: key_mask must be contiguous uint8 [B, L]");
+  const int64_t L = in.qkv.size(1);
   const bool relative = in.pos_key.defined() || in.pos_query.defined();
-  TORCH_CHECK(!relative || (in.index.defined() && in.index.is_contiguous() && in.rows > 0),
-              "fused attention: relative terms need the index");
+  // The Toeplitz index, reversed (RunTiles reads it along keys), checked:
+  // the bands assume rows within [0, rows) and monotonic in i - j.
+  std::vector<int32_t> rev;
+  if (relative && L > 0) {
+    const torch::Tensor& t = in.relative_index;
+    TORCH_CHECK(t.defined() && t.scalar_type() == torch::kInt && t.dim() == 1 && t.is_contiguous() &&
+                    t.device().is_cpu() && t.size(0) == 2 * L - 1 && in.rows > 0,
+                "fused attention: relative terms need the int32 [2L - 1] relative_index");
+    const int32_t* by_rel = t.data_ptr<int32_t>();
+    rev.resize(static_cast<size_t>(2 * L - 1));
+    for (int64_t m = 0; m < 2 * L - 1; ++m) {
+      rev[m] = by_rel[2 * L - 2 - m];
+      TORCH_CHECK(rev[m] >= 0 && rev[m] < in.rows && (m == 0 || rev[m] <= rev[m - 1]),
+                  "fused attention: relative_index must be non-decreasing within [0, rows)");
+    }
+  }
   for (const torch::Tensor* t : {&in.pos_key, &in.pos_query}) {
     TORCH_CHECK(!t->defined() || (t->is_contiguous() && t->scalar_type() == in.qkv.scalar_type() &&
                                   t->size(0) == in.heads && t->size(2) == in.head_size &&
@@ -374,9 +875,9 @@ torch::Tensor FusedAttention(const FusedAttentionInput& in) {
   auto context = torch::empty({in.qkv.size(0), in.qkv.size(1), in.heads * in.head_size}, in.qkv.options());
 #ifdef DSERVE_HAVE_DNNL
   if (in.qkv.scalar_type() == torch::kFloat) {
-    RunTiles<float>(in, context);
+    RunTiles<float>(in, rev, context);
   } else {
-    RunTiles<c10::BFloat16>(in, context);
+    RunTiles<c10::BFloat16>(in, rev, context);
   }
 #endif
   return context;

@@ -2,7 +2,12 @@
 //
 // FusedAttention: disentangled self-attention fused per (batch row,
 // head): scores, the c2p and p2c position terms, the key mask, softmax and
-// the value product of one head run on one L x L tile that stays in cache,
+// the value product of one head run block by block (32 queries: a 32 x L
+// tile that stays in cache). Banded: a block of queries (c2p) or keys (p2c)
+// is multiplied only against the relative rows it reads (at L = 128, 159 of
+// 255). The position terms are gathered through the Toeplitz index (one
+// int32 per i - j) with AVX-512 / AVX2 gathers, and softmax is vectorised
+// (branch-free exp, several partial sums), ISA chosen at run time,
 // with GEMMs called on strided views of the fused QKV projection (no
 // permute copies) through oneDNN's row-major GEMM (fp32 and bf16 -> fp32).
 // Tiles are spread over torch's intra-op threads; each GEMM then runs
@@ -12,7 +17,8 @@
 //
 // FusedAddLayerNorm: LayerNorm(x + residual) in one pass per row, float32
 // arithmetic for bf16 tensors too (this LibTorch's bf16 layer_norm was ~8x
-// slower than its fp32 one).
+// slower than its fp32 one); AVX-512 / AVX2 reductions with several
+// accumulators.
 //
 // FusedLinear: float32 x W^T + b through oneDNN's sgemm, which measured
 // 5-15% faster than this LibTorch's OpenBLAS path on the encoder's shapes
@@ -45,10 +51,12 @@ struct FusedAttentionInput {
   // (pos_query pre-scaled); either may be undefined (no c2p / no p2c).
   torch::Tensor pos_key;
   torch::Tensor pos_query;
-  // [L, L] int64: the table row of each (query, key) pair minus `min_row`;
-  // rows min_row .. min_row + rows - 1 of the tables are used. Undefined
-  // without relative attention.
-  torch::Tensor index;
+  // [2L - 1] int32, the Toeplitz form of the relative index: entry
+  // i - j + L - 1 is the table row of query i against key j, minus `min_row`
+  // (RelativePositionMap::Table::by_rel shifted). Non-decreasing (rows are
+  // monotonic in i - j), within [0, rows); rows min_row .. min_row + rows - 1
+  // of the tables are used. Undefined without relative attention.
+  torch::Tensor relative_index;
   int64_t min_row = 0;
   int64_t rows = 0;
   // [B, L] uint8, 1 for a key that may be attended to.
@@ -68,6 +76,16 @@ bool OneDnnBf16GemmAvailable();
 // name, "none" without oneDNN. For benchmark reports (issue 19: which ISA the
 // bf16/int8 paths use).
 std::string OneDnnIsa();
+
+// The row kernels FusedAttention and FusedAddLayerNorm use on this CPU
+// (softmax, the relative-term gathers, LayerNorm): "avx512" (AVX-512 F, BW,
+// VL and FMA), "avx2" (AVX2 and FMA) or "scalar", the best the CPU has,
+// chosen once.
+std::string CpuKernelIsa();
+// Uses `isa` ("avx512", "avx2", "scalar") from now on if this CPU can run
+// it, for tests that check every path on one machine; returns false (and
+// changes nothing) otherwise. Not for use while kernels run on other threads.
+bool SetCpuKernelIsa(const std::string& isa);
 
 // True when FusedAttention can run: built with oneDNN, CPU tensor, float32
 // or bfloat16 (when OneDnnBf16GemmAvailable()), and autograd off.

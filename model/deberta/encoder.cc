@@ -293,6 +293,9 @@ DebertaEncoder::Relative DebertaEncoder::BuildRelative(int64_t length,
   relative.rows = table.max_row - table.min_row + 1;
   relative.index = torch::from_blob(table.index.data(), {length, length}, torch::kLong)
                        .to(device, /*non_blocking=*/false, /*copy=*/true);
+  std::vector<int32_t> by_rel(table.by_rel.size());
+  for (size_t r = 0; r < by_rel.size(); ++r) by_rel[r] = static_cast<int32_t>(table.by_rel[r] - table.min_row);
+  relative.by_rel = torch::tensor(by_rel, torch::kInt);
   return relative;
 }
 
@@ -352,7 +355,9 @@ torch::Tensor DebertaEncoder::Attention(const LayerWeights& layer, const LayerCa
     // it; at 1 thread the fused one is faster, 1.14 vs 1.18 CPU s), so the
     // server's single-threaded workers keep it.
     const bool bf16_threads = fused.scalar_type() == torch::kBFloat16 && at::get_num_threads() > 1;
-    if (options_.kernels.attention && dropout.attention == 0 && !bf16_threads && FusedAttentionApplies(fused)) {
+    const bool talking = layer.attention.head_logits.defined();
+    if (options_.kernels.attention && dropout.attention == 0 && !bf16_threads && !talking &&
+        FusedAttentionApplies(fused)) {
       FusedAttentionInput in;
       in.qkv = fused.contiguous();
       in.heads = h;
@@ -360,7 +365,7 @@ torch::Tensor DebertaEncoder::Attention(const LayerWeights& layer, const LayerCa
       if (config_.relative_attention) {
         if (config_.has_c2p()) in.pos_key = cache.pos_key;
         if (config_.has_p2c()) in.pos_query = cache.pos_query;
-        in.index = relative.index;
+        in.relative_index = relative.by_rel;
         in.min_row = relative.min_row;
         in.rows = relative.rows;
       }
@@ -400,8 +405,17 @@ torch::Tensor DebertaEncoder::Attention(const LayerWeights& layer, const LayerCa
       scores = scores + torch::gather(p2c, -1, index.transpose(-1, -2)).transpose(-1, -2);
     }
   }
+  // Talking heads: out[n] = sum_m W[n, m] in[m] over the head axis, on the
+  // scores (after the relative terms, before the mask) and on the
+  // probabilities (after the softmax and its dropout).
+  auto mix_heads = [](const torch::Tensor& x, const torch::Tensor& w) {
+    return torch::linear(x.permute({0, 2, 3, 1}), w.to(x.scalar_type())).permute({0, 3, 1, 2});
+  };
+  const auto& at = layer.attention;
+  if (at.head_logits.defined()) scores = mix_heads(scores, at.head_logits);
   scores = scores + masks.bias;
   auto probs = Drop(torch::softmax(scores, -1), dropout.attention);
+  if (at.head_weights.defined()) probs = mix_heads(probs, at.head_weights);
   return finish(torch::matmul(probs, v).permute({0, 2, 1, 3}).reshape({B, L, h * d}));
 }
 

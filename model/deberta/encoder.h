@@ -1,7 +1,9 @@
 // The DeBERTa-v2/v3 encoder (REFERENCE §2–§5): embeddings, the shared
 // relative-position table, disentangled attention layers and the optional
-// ConvLayer, written as functions over plain weight tensors so that the
-// same code serves inference (weights frozen, derived tensors precomputed
+// ConvLayer (DeBERTa v1 runs on it too, its weights mapped by
+// model/deberta_v1/, with talking heads as an option of AttentionWeights),
+// written as functions over plain weight tensors so that the same code
+// serves inference (weights frozen, derived tensors precomputed
 // at load) and training (weights require grad, nothing cached).
 //
 // Thread safety: a DebertaEncoder is immutable after Create(); Forward is
@@ -30,6 +32,13 @@ struct AttentionWeights {
   LinearWeights pos_query;  // only when !share_att_key and p2c
   LinearWeights output;
   NormWeights output_norm;
+  // Talking-heads attention (DeBERTa v1's talking_head; undefined = off):
+  // [h, h] without bias, mixing the heads' scores before the softmax
+  // (head_logits) and their probabilities after it (head_weights). With
+  // them the layer runs as torch ops (the fused CPU attention has no
+  // head-mixing step).
+  torch::Tensor head_logits;
+  torch::Tensor head_weights;
 };
 
 struct LayerWeights {
@@ -170,6 +179,7 @@ class DebertaEncoder {
   };
   struct Relative {
     torch::Tensor index;  // [L, L] int64 rows of the table, shifted by -min_row
+    torch::Tensor by_rel;  // [2L - 1] int32, the same as a Toeplitz vector (FusedAttentionInput)
     int64_t min_row = 0;
     int64_t rows = 0;
   };

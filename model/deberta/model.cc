@@ -128,8 +128,11 @@ absl::StatusOr<HeadOutputs> DebertaModel::Run(const TokenBatch& batch, bool want
                                                      " is outside the vocabulary [0, ", config_.vocab_size, ")"));
     }
   }
-  if (!batch.token_type_ids.empty()) {
-    const int64_t types = std::max<int64_t>(config_.type_vocab_size, 1);
+  // A model without token types (type_vocab_size 0: DeBERTa v1 base/large,
+  // v3) neither uses nor checks them, as Hugging Face does; the pair
+  // encoding's 0/1 types still arrive.
+  if (!batch.token_type_ids.empty() && config_.type_vocab_size > 0) {
+    const int64_t types = config_.type_vocab_size;
     for (size_t i = 0; i < n; ++i) {
       if (batch.token_type_ids[i] < 0 || batch.token_type_ids[i] >= types) {
         return absl::InvalidArgumentError(absl::StrCat("token_type_id ", batch.token_type_ids[i], " at row ", i / L,

@@ -44,7 +44,8 @@ RelativePositionMap::Table RelativePositionMap::Build(int64_t query_length,
   table.index.resize(static_cast<size_t>(query_length * key_length));
   // One evaluation per distinct rel, then a fill.
   const int64_t rel_min = -(key_length - 1);
-  std::vector<int64_t> by_rel(static_cast<size_t>(query_length + key_length - 1));
+  std::vector<int64_t>& by_rel = table.by_rel;
+  by_rel.resize(static_cast<size_t>(std::max<int64_t>(query_length + key_length - 1, 0)));
   for (size_t r = 0; r < by_rel.size(); ++r) by_rel[r] = Index(rel_min + static_cast<int64_t>(r));
   for (int64_t i = 0; i < query_length; ++i) {
     int64_t* row = table.index.data() + i * key_length;

@@ -31,6 +31,11 @@ class RelativePositionMap {
     int64_t query_length = 0;
     int64_t key_length = 0;
     std::vector<int64_t> index;
+    // The same table as a Toeplitz vector: index[i, j] depends only on
+    // i - j, so by_rel[i - j + key_length - 1] == index[i * key_length + j]
+    // (query_length + key_length - 1 entries, non-decreasing). The fused
+    // attention kernel reads this instead of the L x L table.
+    std::vector<int64_t> by_rel;
     int64_t min_row = 0;
     int64_t max_row = 0;
   };

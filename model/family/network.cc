@@ -4,6 +4,7 @@
 #include "absl/strings/str_join.h"
 #include "model/albert/albert_network.h"
 #include "model/deberta/deberta_network.h"
+#include "model/deberta_v1/deberta_v1_network.h"
 
 namespace dserve {
 namespace {
@@ -19,6 +20,7 @@ struct Family {
 constexpr Family kFamilies[] = {
     {"deberta-v2", &LoadDebertaNetwork},
     {"albert", &LoadAlbertNetwork},
+    {"deberta", &LoadDebertaV1Network},
 };
 
 }  // namespace

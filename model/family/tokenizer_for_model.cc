@@ -2,21 +2,30 @@
 
 #include "model/albert/albert_text.h"
 #include "model/checkpoint/checkpoint_dir.h"
+#include "model/deberta_v1/deberta_v1_text.h"
 #include "model/util/status_macros.h"
 
 namespace dserve {
 namespace {
 
-using RulesLoader = absl::StatusOr<TextRules> (*)(const std::string& dir);
+using TokenizerLoader = absl::StatusOr<std::unique_ptr<Tokenizer>> (*)(const std::string& dir);
+
+// ALBERT: SentencePiece with its family's text rules.
+absl::StatusOr<std::unique_ptr<Tokenizer>> AlbertTokenizer(const std::string& dir) {
+  ASSIGN_OR_RETURN(TextRules rules, AlbertTokenizerRules(dir));
+  return Tokenizer::FromDirectory(dir, rules);
+}
 
 struct FamilyText {
   const char* model_type;
-  RulesLoader rules;
+  TokenizerLoader load;
 };
 
-// One line per family with text rules; the others (DeBERTa) use SentencePiece alone.
+// One line per family with a tokenizer of its own; the others (DeBERTa-v2/v3)
+// use SentencePiece alone (Tokenizer::FromDirectory).
 constexpr FamilyText kFamilyText[] = {
-    {"albert", &AlbertTokenizerRules},
+    {"albert", &AlbertTokenizer},
+    {kDebertaV1ModelType, &DebertaV1Tokenizer},  // GPT-2 byte-level BPE
 };
 
 // Where a checkpoint's files are: `dir`, or the best/ of a training output
@@ -30,10 +39,7 @@ std::string FilesDir(const std::string& dir) {
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFromFilesDir(const std::string& files_dir,
                                                             const ModelConfig& config) {
   for (const FamilyText& family : kFamilyText) {
-    if (config.model_type == family.model_type) {
-      ASSIGN_OR_RETURN(TextRules rules, family.rules(files_dir));
-      return Tokenizer::FromDirectory(files_dir, rules);
-    }
+    if (config.model_type == family.model_type) return family.load(files_dir);
   }
   return Tokenizer::FromDirectory(files_dir);
 }

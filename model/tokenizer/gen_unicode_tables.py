@@ -22,6 +22,10 @@ Every table is derived from Python's own behaviour, code point by code point:
   lower       chr(c).lower() (no context)
   sigma       how c counts in str.lower()'s final-sigma context, probed
               through str.lower() itself: cased, case-ignorable or other
+  regex class how the `regex` module (Debian's python3-regex, with its own
+              Unicode tables) matches c against \p{L}, \p{N} and \s: the
+              classes of the GPT-2 pre-tokenizer pattern that GPT-2, RoBERTa
+              and DeBERTa v1 tokenizers run with that module
 """
 import sys
 import unicodedata
@@ -29,6 +33,8 @@ import unicodedata
 SIGMA, SMALL_SIGMA, FINAL_SIGMA = "\u03a3", "\u03c3", "\u03c2"
 HANGUL_FIRST, HANGUL_LAST = 0xAC00, 0xD7A3
 KIND_OTHER, KIND_CASED, KIND_IGNORABLE = 0, 1, 2
+# RegexClass in py_unicode.h.
+REGEX_OTHER, REGEX_LETTER, REGEX_NUMBER, REGEX_SPACE = 0, 1, 2, 3
 
 
 def code_points():
@@ -72,6 +78,33 @@ def props(cp):
         "lower": ch.lower(),
         "sigma": sigma_kind(ch),
     }
+
+
+def regex_classes():
+    """(version of the regex module, {cp: class} for every code point that is
+    \\p{L}, \\p{N} or \\s); the three classes are disjoint."""
+    import regex  # python3-regex; only this table needs it
+    letter, number, space = regex.compile(r"\p{L}"), regex.compile(r"\p{N}"), regex.compile(r"\s")
+    classes = {}
+    for cp in code_points():
+        ch = chr(cp)
+        hits = [c for c, r in ((REGEX_LETTER, letter), (REGEX_NUMBER, number), (REGEX_SPACE, space))
+                if r.match(ch)]
+        assert len(hits) <= 1, hex(cp)
+        if hits:
+            classes[cp] = hits[0]
+    return regex.__version__, classes
+
+
+def class_ranges(classes):
+    """[lo, hi, class] runs of consecutive code points of one class."""
+    out = []
+    for cp in sorted(classes):
+        if out and out[-1][1] == cp - 1 and out[-1][2] == classes[cp]:
+            out[-1][1] = cp
+        else:
+            out.append([cp, cp, classes[cp]])
+    return out
 
 
 def ranges(cps):
@@ -195,6 +228,12 @@ def generate():
               "{0x%X, %d, %d, %d}", out)
     out.append("// The same when it is zero or several code points.")
     multi_table(strip_multi, "Stripped", out)
+    out.append("")
+    regex_version, classes = regex_classes()
+    out.append("// The regex module %s: \\p{L} (1), \\p{N} (2) and \\s (3); other code points" % regex_version)
+    out.append("// are none of them (0).")
+    out.append('constexpr char kRegexModuleVersion[] = "%s";' % regex_version)
+    emit_rows("constexpr ClassRange kRegexClassRanges[]", class_ranges(classes), "{0x%X, 0x%X, %d}", out)
     return "\n".join(out) + "\n"
 
 

@@ -1,5 +1,6 @@
 #include "model/tokenizer/hf_tokenizer_json.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -7,6 +8,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "model/util/status_macros.h"
 
 namespace dserve {
 
@@ -87,17 +89,9 @@ absl::Status ApplyPreTokenizer(const json& p, SpmModelSpec* spec, bool* seen_met
   return Unsupported(absl::StrCat("pre_tokenizer ", type));
 }
 
-}  // namespace
-
-absl::StatusOr<SpmModelSpec> ParseHfTokenizerJson(std::string_view json_text) {
-  json doc = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) {
-    return absl::InvalidArgumentError("tokenizer.json: not valid JSON");
-  }
+absl::StatusOr<SpmModelSpec> ParseUnigram(const json& doc) {
   try {
     const json& model = doc.at("model");
-    const std::string type = model.value("type", "");
-    if (type != "Unigram") return Unsupported(absl::StrCat("model type '", type, "' (only Unigram)"));
     SpmModelSpec spec;
     spec.byte_fallback = model.value("byte_fallback", false);
     const json& vocab = model.at("vocab");
@@ -165,6 +159,147 @@ absl::StatusOr<SpmModelSpec> ParseHfTokenizerJson(std::string_view json_text) {
   }
 }
 
+// null, "", false or absent.
+bool Unset(const json& model, const char* key) {
+  if (!model.contains(key)) return true;
+  const json& v = model.at(key);
+  return v.is_null() || (v.is_string() && v.get<std::string>().empty()) ||
+         (v.is_boolean() && !v.get<bool>());
+}
+
+absl::Status ApplyByteLevel(const json& p, BpeModelSpec* spec, bool* seen) {
+  if (p.is_null()) return absl::OkStatus();
+  const std::string type = p.value("type", "");
+  if (type == "Sequence") {
+    const json& children = p.at("pretokenizers");
+    if (children.size() != 1) return Unsupported("pre_tokenizer Sequence other than one ByteLevel");
+    return ApplyByteLevel(children.at(0), spec, seen);
+  }
+  if (type != "ByteLevel") return Unsupported(absl::StrCat("pre_tokenizer ", type, " with a BPE model"));
+  spec->add_prefix_space = p.value("add_prefix_space", false);
+  spec->use_regex = p.value("use_regex", true);
+  *seen = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<BpeModelSpec> ParseBpe(const json& doc, const std::string& source) {
+  try {
+    const json& model = doc.at("model");
+    BpeModelSpec spec;
+    spec.vocab_source = absl::StrCat(source, " (model.vocab)");
+    spec.merges_source = absl::StrCat(source, " (model.merges)");
+    spec.prefix_rule = PrefixSpaceRule::kFast;
+    if (model.contains("dropout") && !model.at("dropout").is_null() && model.at("dropout").get<double>() != 0) {
+      return Unsupported("BPE dropout");
+    }
+    for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix", "byte_fallback"}) {
+      if (!Unset(model, key)) return Unsupported(absl::StrCat("BPE ", key, " ", model.at(key).dump()));
+    }
+    spec.fuse_unk = model.value("fuse_unk", false);
+    spec.ignore_merges = model.value("ignore_merges", false);
+    const json& vocab = model.at("vocab");
+    if (!vocab.is_object()) return absl::InvalidArgumentError("tokenizer.json: model.vocab is not an object");
+    spec.vocab.reserve(vocab.size());
+    for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+      spec.vocab.emplace_back(it.key(), it.value().get<int>());
+    }
+    const json& merges = model.at("merges");
+    spec.merges.reserve(merges.size());
+    for (size_t r = 0; r < merges.size(); ++r) {
+      const json& m = merges.at(r);
+      if (m.is_array() && m.size() == 2) {
+        spec.merges.emplace_back(m.at(0).get<std::string>(), m.at(1).get<std::string>());
+        continue;
+      }
+      const std::string line = m.is_string() ? m.get<std::string>() : std::string();
+      const size_t sp = line.find(' ');
+      if (sp == std::string::npos || sp == 0 || sp + 1 == line.size() ||
+          line.find(' ', sp + 1) != std::string::npos) {
+        return absl::InvalidArgumentError(absl::StrCat("tokenizer.json: model.merges[", r,
+                                                       "] is not a pair of tokens: ", m.dump()));
+      }
+      spec.merges.emplace_back(line.substr(0, sp), line.substr(sp + 1));
+    }
+    std::vector<std::string> names;
+    for (const auto& [piece, id] : spec.vocab) names.push_back(piece);
+    if (doc.contains("added_tokens") && doc.at("added_tokens").is_array()) {
+      std::vector<std::string> sorted = names;
+      std::sort(sorted.begin(), sorted.end());
+      for (const json& tok : doc.at("added_tokens")) {
+        const std::string content = tok.at("content").get<std::string>();
+        names.push_back(content);
+        if (!std::binary_search(sorted.begin(), sorted.end(), content)) {
+          spec.added_tokens.emplace_back(content, tok.at("id").get<int>());
+        }
+      }
+    }
+    std::sort(names.begin(), names.end());
+    auto first_found = [&](std::initializer_list<std::string> options) -> std::string {
+      for (const std::string& o : options) {
+        if (!o.empty() && std::binary_search(names.begin(), names.end(), o)) return o;
+      }
+      return "";
+    };
+    const std::string unk =
+        model.contains("unk_token") && model.at("unk_token").is_string() ? model.at("unk_token").get<std::string>() : "";
+    spec.cls_token = first_found({"[CLS]", "<s>"});
+    spec.sep_token = first_found({"[SEP]", "</s>"});
+    spec.pad_token = first_found({"[PAD]", "<pad>"});
+    spec.unk_token = first_found({unk, "[UNK]", "<unk>"});
+    spec.mask_token = first_found({"[MASK]", "<mask>"});
+    if (doc.contains("normalizer") && !doc.at("normalizer").is_null()) {
+      return Unsupported(absl::StrCat("normalizer ", doc.at("normalizer").value("type", "?"),
+                                      " with a BPE model"));
+    }
+    bool byte_level = false;
+    if (doc.contains("pre_tokenizer")) RETURN_IF_ERROR(ApplyByteLevel(doc.at("pre_tokenizer"), &spec, &byte_level));
+    if (!byte_level) return Unsupported("BPE model without a ByteLevel pre_tokenizer");
+    return spec;
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("tokenizer.json: ", e.what()));
+  }
+}
+
+absl::StatusOr<json> ParseDoc(std::string_view json_text) {
+  json doc = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return absl::InvalidArgumentError("tokenizer.json: not valid JSON");
+  }
+  if (!doc.contains("model") || !doc.at("model").is_object()) {
+    return absl::InvalidArgumentError("tokenizer.json: no \"model\" object");
+  }
+  return doc;
+}
+
+std::string ModelType(const json& doc) {
+  const json& t = doc.at("model").contains("type") ? doc.at("model").at("type") : json();
+  return t.is_string() ? t.get<std::string>() : "";
+}
+
+}  // namespace
+
+absl::StatusOr<SpmModelSpec> ParseHfTokenizerJson(std::string_view json_text) {
+  ASSIGN_OR_RETURN(json doc, ParseDoc(json_text));
+  const std::string type = ModelType(doc);
+  if (type != "Unigram") return Unsupported(absl::StrCat("model type '", type, "' (only Unigram)"));
+  return ParseUnigram(doc);
+}
+
+absl::StatusOr<HfTokenizerModel> ParseHfTokenizerJsonModel(std::string_view json_text,
+                                                           const std::string& source) {
+  ASSIGN_OR_RETURN(json doc, ParseDoc(json_text));
+  const std::string type = ModelType(doc);
+  if (type == "Unigram") {
+    ASSIGN_OR_RETURN(SpmModelSpec spec, ParseUnigram(doc));
+    return HfTokenizerModel(std::move(spec));
+  }
+  if (type == "BPE") {
+    ASSIGN_OR_RETURN(BpeModelSpec spec, ParseBpe(doc, source));
+    return HfTokenizerModel(std::move(spec));
+  }
+  return Unsupported(absl::StrCat("model type '", type, "' (Unigram or BPE)"));
+}
+
 absl::StatusOr<SpmModelSpec> ReadHfTokenizerJson(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
@@ -175,6 +310,18 @@ absl::StatusOr<SpmModelSpec> ReadHfTokenizerJson(const std::string& path) {
     return absl::Status(spec.status().code(), absl::StrCat(path, ": ", spec.status().message()));
   }
   return spec;
+}
+
+absl::StatusOr<HfTokenizerModel> ReadHfTokenizerJsonModel(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  auto model = ParseHfTokenizerJsonModel(buf.str(), path);
+  if (!model.ok()) {
+    return absl::Status(model.status().code(), absl::StrCat(path, ": ", model.status().message()));
+  }
+  return model;
 }
 
 }  // namespace dserve

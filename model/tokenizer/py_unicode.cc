@@ -27,6 +27,11 @@ struct MultiMapping {
   uint8_t count;
 };
 
+struct ClassRange {
+  char32_t lo, hi;  // inclusive
+  unsigned char cls;  // RegexClass
+};
+
 #include "model/tokenizer/py_unicode_tables.inc"
 
 static_assert(kGeneratedMaxMapped <= kMaxMapped, "regenerate with a larger kMaxMapped");
@@ -124,5 +129,16 @@ SigmaContext SigmaContextOf(char32_t c) {
   if (InRanges(kCasedRanges, c)) return SigmaContext::kCased;
   return SigmaContext::kOther;
 }
+
+RegexClass RegexClassOf(char32_t c) {
+  constexpr const ClassRange* kEnd = kRegexClassRanges + std::size(kRegexClassRanges);
+  const ClassRange* it = std::upper_bound(kRegexClassRanges, kEnd, c,
+                                          [](char32_t v, const ClassRange& r) { return v < r.lo; });
+  if (it == kRegexClassRanges) return RegexClass::kOther;
+  --it;
+  return c <= it->hi ? static_cast<RegexClass>(it->cls) : RegexClass::kOther;
+}
+
+std::string_view RegexModuleVersion() { return kRegexModuleVersion; }
 
 }  // namespace dserve::py_unicode

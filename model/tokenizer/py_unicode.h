@@ -46,4 +46,15 @@ int LowerFull(char32_t c, char32_t out[kMaxMapped]);
 enum class SigmaContext : unsigned char { kOther, kCased, kCaseIgnorable };
 SigmaContext SigmaContextOf(char32_t c);
 
+// How the `regex` module (Debian's python3-regex, which carries its own
+// Unicode tables, newer than unicodedata's) matches `c` against the classes
+// of the GPT-2 pre-tokenizer pattern that GPT-2, RoBERTa and DeBERTa v1
+// tokenizers run with it: \p{L} (general category L*), \p{N} (N*), \s
+// (Unicode White_Space: U+001C..001F are not in it, unlike str.isspace()),
+// or none of them. The three are disjoint.
+enum class RegexClass : unsigned char { kOther = 0, kLetter = 1, kNumber = 2, kSpace = 3 };
+RegexClass RegexClassOf(char32_t c);
+// regex.__version__ of the module the table came from, e.g. "2.5.123".
+std::string_view RegexModuleVersion();
+
 }  // namespace dserve::py_unicode

@@ -82,9 +82,41 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromSpmFile(const std::str
   return FromProcessor(std::move(spm), rules);
 }
 
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromBpe(std::unique_ptr<BpeModel> bpe) {
+  if (bpe->cls_id() < 0 || bpe->sep_id() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        bpe->spec().vocab_source, ": the BPE tokenizer has no [CLS]/[SEP] tokens; the layout needs both"));
+  }
+  std::unique_ptr<Tokenizer> t(new Tokenizer(std::move(bpe)));
+  const BpeModel& m = *t->bpe_;
+  t->cls_id_ = m.cls_id();
+  t->sep_id_ = m.sep_id();
+  t->pad_id_ = m.pad_id() >= 0 ? m.pad_id() : 0;  // only ever masked out
+  t->unk_id_ = m.unk_id();
+  t->vocab_size_ = m.piece_size();
+  t->mask_id_ = m.mask_id();
+  if (t->mask_id_ < 0) t->mask_id_ = t->vocab_size_++;
+  Logger("tokenizer")->debug(
+      "loaded BPE tokenizer: {} tokens, {} merges, [CLS]={} [SEP]={} [PAD]={} [UNK]={} [MASK]={}",
+      m.piece_size(), m.spec().merges.size(), t->cls_id_, t->sep_id_, t->pad_id_, t->unk_id_,
+      t->mask_id_);
+  return t;
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromBpeDirectory(const std::string& dir) {
+  ASSIGN_OR_RETURN(BpeModelSpec spec, ReadBpeFiles(dir));
+  ASSIGN_OR_RETURN(auto bpe, BpeModel::Create(std::move(spec)));
+  return FromBpe(std::move(bpe));
+}
+
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromTokenizerJsonFile(const std::string& path) {
-  ASSIGN_OR_RETURN(SpmModelSpec spec, ReadHfTokenizerJson(path));
-  auto spm = SpmProcessor::FromSpec(std::move(spec));
+  ASSIGN_OR_RETURN(HfTokenizerModel model, ReadHfTokenizerJsonModel(path));
+  if (auto* bpe_spec = std::get_if<BpeModelSpec>(&model)) {
+    auto bpe = BpeModel::Create(std::move(*bpe_spec));
+    if (!bpe.ok()) return bpe.status();  // its messages name the file already
+    return FromBpe(*std::move(bpe));
+  }
+  auto spm = SpmProcessor::FromSpec(std::get<SpmModelSpec>(std::move(model)));
   if (!spm.ok()) {
     return absl::Status(spm.status().code(), absl::StrCat(path, ": ", spm.status().message()));
   }
@@ -98,8 +130,11 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromDirectory(const std::s
   if (fs::exists(spm_path, ec)) return FromSpmFile(spm_path.string());
   const fs::path json_path = fs::path(dir) / "tokenizer.json";
   if (fs::exists(json_path, ec)) return FromTokenizerJsonFile(json_path.string());
-  return absl::NotFoundError(
-      absl::StrCat("no tokenizer in ", dir, ": expected spm.model or tokenizer.json"));
+  if (fs::exists(fs::path(dir) / "vocab.json", ec) || fs::exists(fs::path(dir) / "merges.txt", ec)) {
+    return FromBpeDirectory(dir);  // names whichever of the two is missing
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "no tokenizer in ", dir, ": expected spm.model, tokenizer.json or vocab.json + merges.txt"));
 }
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromDirectory(const std::string& dir,
@@ -116,12 +151,17 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromDirectory(const std::s
 }
 
 const std::string& Tokenizer::IdToPiece(int id) const {
+  if (bpe_ != nullptr) {
+    static const std::string* const kMask = new std::string("[MASK]");
+    if (id == mask_id_ && id >= bpe_->piece_size()) return *kMask;
+    return bpe_->IdToPiece(id);
+  }
   if (id == mask_id_ && id >= spm_->piece_size()) return mask_piece_;
   return spm_->IdToPiece(id);
 }
 
 int Tokenizer::PieceToId(std::string_view piece) const {
-  const int id = spm_->PieceToId(piece);
+  const int id = bpe_ != nullptr ? bpe_->PieceToId(piece) : spm_->PieceToId(piece);
   if (id < 0 && piece == mask_piece_) return mask_id_;
   return id;
 }
@@ -138,7 +178,12 @@ absl::Status Tokenizer::EncodeSegmentCapped(std::string_view text, bool with_pie
   // start at 16 bytes per token wanted, double while the prefix falls short.
   size_t prefix = std::max<size_t>(4096, 16 * cap);
   while (cap > 0 && prefix < text.size()) {
-    const size_t cut = text.find_first_of(" \t\r\n", prefix);
+    size_t cut = text.find_first_of(" \t\r\n", prefix);
+    // Byte-level BPE gives a whitespace run's last character to the next
+    // word: only a whitespace that starts a run is a safe cut there.
+    while (bpe_ != nullptr && cut != std::string_view::npos && !bpe_->CanCutBefore(text, cut)) {
+      cut = text.find_first_of(" \t\r\n", cut + 1);
+    }
     if (cut == std::string_view::npos) break;
     *seg = Segment();
     RETURN_IF_ERROR(EncodeSegment(text.substr(0, cut), with_pieces, seg));

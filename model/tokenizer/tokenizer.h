@@ -1,7 +1,9 @@
 // Model-level tokenizer: SentencePiece Unigram encoding plus the special
 // tokens, pair layout, truncation and sliding windows that DeBERTa-v2/v3
 // and ALBERT models expect (Hugging Face DebertaV2Tokenizer(Fast) and
-// AlbertTokenizer conventions). Optional text rules (text_rules.h) run
+// AlbertTokenizer conventions), or GPT-2 byte-level BPE (bpe.h; DeBERTa
+// v1's DebertaTokenizer) under the same layout, truncation and windows.
+// Optional text rules (text_rules.h) run
 // around SentencePiece in every Encode*/Plan* method; without them (the
 // default, DeBERTa) the text goes to SentencePiece as it is. The special
 // pieces are looked up by name: [CLS]/[SEP] (else the model's bos/eos),
@@ -32,6 +34,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "model/tokenizer/bpe.h"
 #include "model/tokenizer/spm_processor.h"
 #include "model/tokenizer/text_rules.h"
 
@@ -124,8 +127,9 @@ class WindowPlan {
 
 class Tokenizer {
  public:
-  // `dir`/spm.model, else `dir`/tokenizer.json (Hugging Face Unigram); no
-  // text rules (DeBERTa-v2/v3).
+  // `dir`/spm.model, else `dir`/tokenizer.json (Hugging Face Unigram or
+  // byte-level BPE), else `dir`/vocab.json + merges.txt (FromBpeDirectory);
+  // no text rules (DeBERTa-v2/v3, DeBERTa v1).
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromDirectory(const std::string& dir);
   // With `rules` enabled: `dir`/spiece.model (what ALBERT checkpoints ship),
   // else `dir`/spm.model (NotFound naming both when neither exists), encoded
@@ -134,15 +138,23 @@ class Tokenizer {
                                                                   const TextRules& rules);
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromSpmFile(
       const std::string& path, const TextRules& rules = TextRules());
+  // A Hugging Face tokenizer.json with a Unigram or a BPE (ByteLevel) model.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromTokenizerJsonFile(const std::string& path);
+  // GPT-2 byte-level BPE from `dir`/vocab.json + `dir`/merges.txt (with
+  // tokenizer_config.json / special_tokens_map.json; ReadBpeFiles in bpe.h).
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromBpeDirectory(const std::string& dir);
+  // A byte-level BPE model; it must have [CLS]/[SEP] roles (cls_id/sep_id).
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromBpe(std::unique_ptr<BpeModel> bpe);
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromProcessor(
       std::unique_ptr<SpmProcessor> processor, const TextRules& rules = TextRules());
 
   // The text's pieces without specials: SentencePiece's encoding (see
-  // SpmProcessor::Encode), or EncodeWithTextRules when rules are enabled.
+  // SpmProcessor::Encode), or EncodeWithTextRules when rules are enabled,
+  // or the byte-level BPE encoding (BpeModel::Encode).
   absl::Status EncodeRaw(std::string_view text, std::vector<SpmPiece>* out,
                          std::vector<std::string>* pieces = nullptr) const {
     encoded_bytes_.fetch_add(text.size(), std::memory_order_relaxed);
+    if (bpe_ != nullptr) return bpe_->Encode(text, out, pieces);
     if (!rules_.enabled) return spm_->Encode(text, out, pieces);
     return EncodeWithTextRules(*spm_, rules_, text, out, pieces);
   }
@@ -223,12 +235,17 @@ class Tokenizer {
   // Id of `piece`, or -1 if unknown.
   int PieceToId(std::string_view piece) const;
 
+  // SentencePiece tokenizers only (is_bpe() false).
   const SpmProcessor& spm() const { return *spm_; }
+  bool is_bpe() const { return bpe_ != nullptr; }
+  // Byte-level BPE tokenizers only (is_bpe() true).
+  const BpeModel& bpe() const { return *bpe_; }
   const TextRules& text_rules() const { return rules_; }
 
  private:
   Tokenizer(std::unique_ptr<SpmProcessor> spm, const TextRules& rules)
       : spm_(std::move(spm)), rules_(rules) {}
+  explicit Tokenizer(std::unique_ptr<BpeModel> bpe) : bpe_(std::move(bpe)) {}
 
   // One text's raw SentencePiece encoding.
   struct Segment;
@@ -239,7 +256,8 @@ class Tokenizer {
   // (pieces never span a whitespace), so truncation to at most `cap` tokens
   // keeps exactly what encoding the whole text would have kept, without
   // tokenizing the rest (issue 16, defect 2: a 1 MiB text costs what its
-  // first max_length tokens cost).
+  // first max_length tokens cost). Byte-level BPE cuts only where
+  // BpeModel::CanCutBefore says the prefix's tokens are the text's.
   absl::Status EncodeSegmentCapped(std::string_view text, bool with_pieces, size_t cap, Segment* seg,
                                    bool* capped) const;
   // EncodePairWindows; `first_name` names the first text in errors.
@@ -253,7 +271,8 @@ class Tokenizer {
   void AppendSegment(const Segment& seg, size_t n, int seq_id, int type_id, bool with_pieces,
                      Encoding* enc) const;
 
-  std::unique_ptr<SpmProcessor> spm_;
+  std::unique_ptr<SpmProcessor> spm_;  // exactly one of spm_ and bpe_
+  std::unique_ptr<BpeModel> bpe_;
   mutable std::atomic<uint64_t> encoded_bytes_{0};
   TextRules rules_;
   int cls_id_ = -1, sep_id_ = -1, pad_id_ = -1, unk_id_ = -1, mask_id_ = -1;

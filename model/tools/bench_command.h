@@ -36,8 +36,10 @@ struct EncoderBenchOptions {
 int RunEncoderBench(const EncoderBenchOptions& options, std::ostream& out, std::ostream& err);
 
 // Floating-point operations of one encoder forward (matmuls only), the
-// figure model-FLOP utilisation is computed from.
+// figure model-FLOP utilisation is computed from: the model's maths, not the
+// work a kernel happens to execute (c2p and p2c count L x L products each,
+// `positional_terms` of them: 0 without relative attention).
 double EncoderForwardFlops(int64_t batch, int64_t length, int64_t hidden, int64_t layers,
-                           int64_t intermediate, int64_t relative_rows, int positional_terms);
+                           int64_t intermediate, int positional_terms);
 
 }  // namespace dserve

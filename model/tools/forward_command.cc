@@ -1,5 +1,6 @@
 #include "model/tools/forward_command.h"
 
+#include <cstdint>
 #include <istream>
 #include <ostream>
 #include <string>
@@ -55,7 +56,9 @@ absl::Status ParseLine(const std::string& text, const ModelConfig& config, int64
       return absl::InvalidArgumentError(absl::StrCat("token_type_ids has ", line->types.size(),
                                                      " entries, input_ids has ", line->ids.size()));
     }
-    const int64_t types = std::max<int64_t>(config.type_vocab_size, 1);
+    // type_vocab_size 0 (DeBERTa v1 base/large, v3): the model ignores
+    // token types, as Hugging Face's does; a pair's 0/1 types are accepted.
+    const int64_t types = config.type_vocab_size > 0 ? config.type_vocab_size : INT64_MAX;
     for (size_t i = 0; i < line->types.size(); ++i) {
       if (line->types[i] < 0 || line->types[i] >= types) {
         return absl::InvalidArgumentError(

@@ -15,9 +15,10 @@ absl::StatusOr<const TrainableFamily*> TrainableFamilyOf(const ModelConfig& conf
     if (config.model_type == family->model_type) return family;
     known.push_back(family->model_type);
   }
-  return absl::InvalidArgumentError(absl::StrCat("config.json: model_type \"", config.model_type,
-                                                 "\" has no trainable model family (known: ",
-                                                 absl::StrJoin(known, ", "), ")"));
+  return absl::UnimplementedError(absl::StrCat("config.json: model_type \"", config.model_type,
+                                               "\": training is not supported for this model family yet "
+                                               "(dserve train fine-tunes model_type ",
+                                               absl::StrJoin(known, ", "), ")"));
 }
 
 void OwnStorage(const std::vector<std::pair<std::string, torch::Tensor>>& named) {

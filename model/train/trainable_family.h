@@ -82,8 +82,9 @@ struct TrainableFamily {
   std::string Architecture(const char* suffix) const { return std::string(architecture_prefix) + suffix; }
 };
 
-// `config`'s family; InvalidArgument naming the model_type when no family
-// trains it.
+// `config`'s family; Unimplemented naming the model_type ("training is not
+// supported for this model family yet") when no family trains it (DeBERTa
+// v1, which is served but not trained).
 absl::StatusOr<const TrainableFamily*> TrainableFamilyOf(const ModelConfig& config);
 
 // The families' entries (defined in their folders).

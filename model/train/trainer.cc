@@ -200,6 +200,8 @@ absl::Status Trainer::LoadTokenizerAndConfig() {
   if (!o_.init_dir.empty()) {
     ASSIGN_OR_RETURN(CheckpointFiles files, ResolveCheckpoint(o_.init_dir));
     ASSIGN_OR_RETURN(config_, ModelConfig::FromFile(files.config));
+    // A family that cannot be trained is named before its files are checked.
+    RETURN_IF_ERROR(TrainableFamilyOf(config_).status());
     init_weights_ = files.weights;
     tokenizer_src_ = files.tokenizer;
     if (o_.tokenizer_path.empty() && files.tokenizer.empty()) {

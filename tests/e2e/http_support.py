@@ -3,7 +3,7 @@
 - HttpServerProcess: e2e.ServerProcess with --http-listen 127.0.0.1:0 (the
   same address as --metrics-listen, so one HTTP server also serves /metrics),
   parsing the bound HTTP port from stdout.
-- OpenApi: the checked-in server/http/openapi.json; validate() checks a real
+- OpenApi: the checked-in server/doors/http/openapi.json; validate() checks a real
   response against the schema of its route and status (python3-jsonschema)
   and records which routes were checked, so a test can assert all were.
 - curl(): the same calls through the curl CLI, as users make them.
@@ -19,7 +19,7 @@ import requests
 
 import e2e_support as e2e
 
-OPENAPI_PATH = os.path.join(e2e.SOURCE, "server", "http", "openapi.json")
+OPENAPI_PATH = os.path.join(e2e.SOURCE, "server", "doors", "http", "openapi.json")
 
 
 class HttpServerProcess(e2e.ServerProcess):

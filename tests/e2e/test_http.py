@@ -3,7 +3,7 @@ python3-requests and curl against `dserve serve --http-listen`, results equal
 to the gRPC path's for the same inputs (the same request path computes both:
 scores are compared as float32, exactly), each error status, auth, TLS,
 429 with Retry-After and the drain. Every response is validated against the
-checked-in server/http/openapi.json, and the last test checks that every
+checked-in server/doors/http/openapi.json, and the last test checks that every
 route of the document was validated at least once.
 """
 import os

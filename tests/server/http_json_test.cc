@@ -1,6 +1,6 @@
-// The HTTP/JSON wire formats (server/http/http_json.h): JSON -> v1 request,
+// The HTTP/JSON wire formats (server/doors/http/http_json.h): JSON -> v1 request,
 // v1 response -> JSON, status -> HTTP. Pure functions, no server.
-#include "server/http/http_json.h"
+#include "server/doors/http/http_json.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -82,12 +82,55 @@ TEST(TeiPredict, BadBodiesNameTheField) {
   EXPECT_THAT(ParseTeiPredict("{}").status().message(), HasSubstr("'inputs' is required"));
   EXPECT_THAT(ParseTeiPredict(R"({"inputs": 3})").status().message(), HasSubstr("'inputs' must be"));
   EXPECT_THAT(ParseTeiPredict(R"({"inputs": ["a", 2]})").status().message(), HasSubstr("'inputs[1]'"));
-  EXPECT_THAT(ParseTeiPredict(R"({"inputs": [["q", "p"]]})").status().message(), HasSubstr("text pairs"));
+  EXPECT_THAT(ParseTeiPredict(R"({"inputs": [["q", "p"], ["r"]]})").status().message(), HasSubstr("'inputs[1]'"));
+  EXPECT_THAT(ParseTeiPredict(R"({"inputs": [["q", "p", "x"]]})").status().message(), HasSubstr("'inputs[0]'"));
+  EXPECT_THAT(ParseTeiPredict(R"({"inputs": [["q", "p"], "r"]})").status().message(), HasSubstr("'inputs[1]'"));
+  EXPECT_THAT(ParseTeiPredict(R"({"inputs": "a", "truncation_direction": "up"})").status().message(),
+              HasSubstr("truncation_direction"));
   EXPECT_THAT(ParseTeiPredict(R"({"inputs": "a", "raw_scores": "yes"})").status().message(),
               HasSubstr("'raw_scores' must be true or false"));
   EXPECT_THAT(ParseTeiPredict(R"({"inputs": "a", "timeout_ms": 0})").status().message(), HasSubstr("timeout_ms"));
   // Invalid UTF-8 inside a string is a parse error, not a crash.
   EXPECT_THAT(ParseTeiPredict("{\"inputs\": \"\xff\xfe\"}").status().message(), HasSubstr("UTF-8"));
+}
+
+TEST(TeiPredict, BatchesOfPairsAndTruncationDirection) {
+  auto pairs = ParseTeiPredict(R"({"inputs": [["q1", "p1"], ["q2", "p2"]], "truncation_direction": "Left"})");
+  ASSERT_TRUE(pairs.ok()) << pairs.status();
+  EXPECT_TRUE(pairs->batched);
+  ASSERT_EQ(pairs->request->texts_size(), 2);
+  ASSERT_EQ(pairs->request->text_pairs_size(), 2);
+  EXPECT_EQ(pairs->request->texts(1), "q2");
+  EXPECT_EQ(pairs->request->text_pairs(1), "p2");
+  EXPECT_EQ(pairs->request->truncation_direction(), v1::TRUNCATION_DIRECTION_LEFT);
+  auto singles = ParseTeiPredict(R"({"inputs": [["a"], ["b"]], "truncation_direction": "right"})");
+  ASSERT_TRUE(singles.ok()) << singles.status();
+  EXPECT_EQ(singles->request->texts_size(), 2);
+  EXPECT_EQ(singles->request->text_pairs_size(), 0);
+  EXPECT_EQ(singles->request->truncation_direction(), v1::TRUNCATION_DIRECTION_RIGHT);
+  EXPECT_EQ(ParseTeiPredict(R"({"inputs": "a", "truncation_direction": "left"})")->request->truncation_direction(),
+            v1::TRUNCATION_DIRECTION_LEFT);
+}
+
+TEST(TeiRerankFields, TruncationDirection) {
+  auto r = ParseTeiRerank(R"({"query": "q", "texts": ["a"], "truncate": true, "truncation_direction": "Left"})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->request->truncation(), v1::TRUNCATION_LONGEST_FIRST);
+  EXPECT_EQ(r->request->truncation_direction(), v1::TRUNCATION_DIRECTION_LEFT);
+  EXPECT_THAT(ParseTeiRerank(R"({"query": "q", "texts": ["a"], "truncation_direction": 1})").status().message(),
+              HasSubstr("truncation_direction"));
+}
+
+TEST(CohereRerankFields, MaxChunksPerDoc) {
+  auto r = ParseCohereRerank(R"({"query": "q", "documents": ["a"], "max_chunks_per_doc": 3, "top_n": 1})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->request->max_chunks_per_document(), 3u);
+  EXPECT_EQ(r->request->top_n(), 1u);
+  EXPECT_EQ(ParseCohereRerank(R"({"query": "q", "documents": ["a"]})")->request->max_chunks_per_document(), 0u);
+  EXPECT_THAT(ParseCohereRerank(R"({"query": "q", "documents": ["a"], "max_chunks_per_doc": 0})").status().message(),
+              HasSubstr("max_chunks_per_doc"));
+  EXPECT_THAT(ParseCohereRerank(R"({"query": "q", "documents": ["a"], "max_chunks_per_doc": -1})").status().message(),
+              HasSubstr("max_chunks_per_doc"));
 }
 
 TEST(TeiPredict, ResponseIsLabelScoreListsBestFirst) {

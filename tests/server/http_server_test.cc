@@ -1,7 +1,7 @@
-// HttpServer (server/http/http_server.h) on loopback, driven by the same
+// HttpServer (server/net/http_server.h) on loopback, driven by the same
 // library's client: routing, HEAD, 404/405, 413 with a JSON body,
 // keep-alive, concurrent requests and Stop.
-#include "server/http/http_server.h"
+#include "server/net/http_server.h"
 
 #include <httplib.h>
 #include <gmock/gmock.h>
@@ -157,6 +157,25 @@ TEST(HttpServer, ReplacingARouteAndStop) {
   httplib::Client after("127.0.0.1", port);
   after.set_connection_timeout(1);
   EXPECT_FALSE(after.Get("/health"));
+}
+
+// HandlePrefix (the OIP door's /v2/models/{name}/...): exact routes first,
+// then the longest matching prefix of the method; another method's prefix
+// gives 405.
+TEST(HttpServer, PrefixRoutes) {
+  auto server = StartOnLoopback();
+  auto say = [](std::string what) {
+    return [what](const HttpRequest& req, HttpResponse* res) { res->body = what + " " + req.path(); };
+  };
+  server->HandlePrefix("GET", "/v2/models/", say("models"));
+  server->HandlePrefix("GET", "/v2/models/special/", say("special"));
+  server->Handle("GET", "/v2/models/stats", say("exact"));
+  httplib::Client client("127.0.0.1", server->port());
+  EXPECT_EQ(client.Get("/v2/models/m/versions/3/ready")->body, "models /v2/models/m/versions/3/ready");
+  EXPECT_EQ(client.Get("/v2/models/special/x")->body, "special /v2/models/special/x");
+  EXPECT_EQ(client.Get("/v2/models/stats")->body, "exact /v2/models/stats");
+  EXPECT_EQ(client.Post("/v2/models/m/infer", "{}", "application/json")->status, 405);
+  EXPECT_EQ(client.Get("/v2/model")->status, 404);
 }
 
 TEST(HttpServer, BadAddressesNameTheProblem) {

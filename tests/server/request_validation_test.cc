@@ -431,6 +431,101 @@ TEST(PrepareRerankTest, OneItemPerDocumentWithATruncation) {
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("more than max_length 12"));
 }
 
+TEST(PrepareClassifyTest, PairsAreClsASepBSep) {
+  v1::ClassifyRequest request;
+  request.add_texts("where is my order");
+  request.add_text_pairs("the baker sells bread");
+  auto prepared = PrepareClassify(request, ServeOptions(), Spec(64, /*type_ids=*/true));
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  EncodeOptions options;
+  options.max_length = 64;
+  auto expected = GoldenTokenizer().EncodePair("where is my order", "the baker sells bread", options);
+  ASSERT_TRUE(expected.ok());
+  EXPECT_EQ(prepared->inputs[0].ids, Widen(expected->ids));
+  EXPECT_EQ(prepared->inputs[0].type_ids, Widen(expected->type_ids));
+  EXPECT_FALSE(prepared->truncated[0]);
+  // Without type ids in the model: none sent.
+  EXPECT_TRUE(PrepareClassify(request, ServeOptions(), Spec(64))->inputs[0].type_ids.empty());
+  // One pair per text, each a real text.
+  request.add_texts("second text");
+  EXPECT_THAT(std::string(PrepareClassify(request, ServeOptions(), Spec(64)).status().message()),
+              HasSubstr("text_pairs: 1 for 2 texts"));
+  request.add_text_pairs("");
+  EXPECT_THAT(std::string(PrepareClassify(request, ServeOptions(), Spec(64)).status().message()),
+              HasSubstr("text_pairs[1]: empty text"));
+}
+
+TEST(PrepareClassifyTest, LeftTruncationKeepsTheEnd) {
+  const GoldenSample sample = GoldenSamples()[1];
+  ASSERT_GT(sample.ids.size(), 10u);
+  v1::ClassifyRequest request;
+  request.add_texts(sample.text);
+  request.set_truncation_direction(v1::TRUNCATION_DIRECTION_LEFT);
+  auto prepared = PrepareClassify(request, ServeOptions(), Spec(8));
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  // [CLS] + the last 6 text tokens + [SEP].
+  std::vector<int64_t> want = {sample.ids.front()};
+  want.insert(want.end(), sample.ids.end() - 7, sample.ids.end() - 1);
+  want.push_back(sample.ids.back());
+  EXPECT_EQ(prepared->inputs[0].ids, want);
+  EXPECT_TRUE(prepared->truncated[0]);
+  // Nothing to cut: the same as RIGHT.
+  request.set_texts(0, "bread");
+  auto fits = PrepareClassify(request, ServeOptions(), Spec(8));
+  ASSERT_TRUE(fits.ok());
+  EXPECT_FALSE(fits->truncated[0]);
+  request.set_truncation_direction(static_cast<v1::TruncationDirection>(7));
+  EXPECT_THAT(std::string(PrepareClassify(request, ServeOptions(), Spec(8)).status().message()),
+              HasSubstr("truncation_direction: unknown value 7"));
+}
+
+TEST(PrepareRerankTest, LeftTruncationKeepsTheDocumentsEnd) {
+  const std::string doc = GoldenSamples()[1].text;
+  v1::RerankRequest request;
+  request.set_query("bread");
+  request.add_documents(doc);
+  request.set_truncation(v1::TRUNCATION_ONLY_SECOND);
+  request.set_truncation_direction(v1::TRUNCATION_DIRECTION_LEFT);
+  auto prepared = PrepareRerank(request, ServeOptions(), Spec(12));
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  EncodeOptions whole;
+  whole.max_length = 0;
+  auto full = GoldenTokenizer().EncodePair("bread", doc, whole);
+  ASSERT_TRUE(full.ok());
+  // [CLS] bread [SEP] + the document's last tokens + [SEP], 12 in all.
+  const std::vector<int64_t> ids = prepared->inputs[0].ids;
+  ASSERT_EQ(ids.size(), 12u);
+  const size_t query_end = 3;  // [CLS] bread [SEP]
+  ASSERT_EQ(full->ids[2], GoldenTokenizer().sep_id()) << "'bread' is one token";
+  EXPECT_TRUE(std::equal(ids.begin(), ids.begin() + query_end, full->ids.begin()));
+  EXPECT_TRUE(std::equal(ids.begin() + query_end, ids.end(), full->ids.end() - (12 - query_end)));
+  EXPECT_EQ(prepared->chunk_bytes[0].end, doc.size());
+  EXPECT_GT(prepared->chunk_bytes[0].begin, 0u);
+}
+
+TEST(PrepareRerankTest, MaxChunksPerDocumentKeepsTheFirstChunks) {
+  const std::string doc = GoldenSamples()[1].text + " " + GoldenSamples()[20].text;
+  auto chunks = GoldenTokenizer().EncodeQueryDocumentChunks("bread", doc, 16, 4, true);
+  ASSERT_TRUE(chunks.ok());
+  ASSERT_GT(chunks->size(), 2u);
+  v1::RerankRequest request;
+  request.set_query("bread");
+  request.add_documents(doc);
+  request.set_max_chunks_per_document(2);
+  ServeOptions limits;
+  auto prepared = PrepareRerank(request, limits, Spec(16, false, 4));
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  ASSERT_EQ(prepared->inputs.size(), 2u);
+  EXPECT_EQ(prepared->inputs[0].ids, Widen((*chunks)[0].ids));
+  EXPECT_EQ(prepared->inputs[1].ids, Widen((*chunks)[1].ids));
+  // The cap counts against --max-windows-per-request, not the whole document.
+  limits.max_windows_per_request = 2;
+  EXPECT_TRUE(PrepareRerank(request, limits, Spec(16, false, 4)).ok());
+  request.set_max_chunks_per_document(0);
+  EXPECT_THAT(std::string(PrepareRerank(request, limits, Spec(16, false, 4)).status().message()),
+              HasSubstr("--max-windows-per-request"));
+}
+
 TEST(PrepareRerankTest, EnforcesTheLimits) {
   ServeOptions limits;
   limits.max_documents_per_request = 2;

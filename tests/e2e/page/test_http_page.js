@@ -1,4 +1,4 @@
-// Drives the try-it page (GET /, server/http/index.html) in Debian's headless
+// Drives the try-it page (GET /, server/doors/http/index.html) in Debian's headless
 // Chromium with playwright-core: loads it, submits each form and prints what
 // the page rendered as one JSON line for tests/e2e/test_http_page.py to
 // compare with the API's own answers. Keeps a screenshot.

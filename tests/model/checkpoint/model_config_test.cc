@@ -464,7 +464,7 @@ TEST(ModelConfigValidation, OtherFields) {
   ExpectError(With(Minimal(), "layer_norm_eps", 0), {"layer_norm_eps", "positive"});
   ExpectError(With(Minimal(), "norm_rel_ebd", "layernorm"), {"norm_rel_ebd", "layernorm"});
   ExpectError(With(Minimal(), "problem_type", "ranking"), {"problem_type", "ranking"});
-  ExpectError(With(Minimal(), "model_type", "deberta"), {"model_type", "deberta-v2"});
+  ExpectError(With(Minimal(), "model_type", "bert"), {"model_type", "\"bert\"", "deberta-v2, albert, deberta"});
 }
 
 TEST(ModelConfigValidation, DserveBlock) {

@@ -29,8 +29,10 @@ def golden_dir(name):
     return os.path.join(SHARED, "goldens", name if "/" in name else os.path.join("model", name))
 
 
-# Every golden checkpoint, both families (the ALBERT goldens share the layout).
-GOLDENS = ("cls_factorized", "qa_c2p_only", "rerank_p2c_nonorm", "albert/albert_cls", "albert/albert_qa")
+# Every golden checkpoint, all three families (the ALBERT and DeBERTa v1 goldens share the layout; v1's pass
+# a pair's 0/1 token types to models with type_vocab_size 0, which must take and ignore them).
+GOLDENS = ("cls_factorized", "qa_c2p_only", "rerank_p2c_nonorm", "albert/albert_cls", "albert/albert_qa",
+           "deberta_v1/cls_mnli", "deberta_v1/qa_clamped", "deberta_v1/rerank_c2p_factorized")
 
 
 def run_forward(model_dir, lines, *flags):
@@ -84,7 +86,7 @@ class ForwardCli(unittest.TestCase):
 
     def test_bf16_keeps_argmax(self):
         print("\n  bf16 on %s" % cpu_path.note(), end="", flush=True)
-        for name in ("cls_factorized", "albert/albert_cls"):
+        for name in ("cls_factorized", "albert/albert_cls", "deberta_v1/cls_mnli"):
             self.check_bf16_argmax(name)
 
     def check_bf16_argmax(self, name):
@@ -106,7 +108,7 @@ class ForwardCli(unittest.TestCase):
         """--dtype int8 (dense layers quantized) through the CLI, padded batches of 4: every classification argmax
         of both families' classify goldens equals Hugging Face's, and the logits differ from fp32 (the int8
         path ran) by less than 0.2 of the largest logit (int8_test.cc explains that tolerance)."""
-        for name in ("cls_factorized", "albert/albert_cls"):
+        for name in ("cls_factorized", "albert/albert_cls", "deberta_v1/cls_mnli"):
             golden = read_golden(name)
             lines = [{k: c[k] for k in ("input_ids", "token_type_ids") if k in c} for c in golden["cases"]]
             result = run_forward(golden_dir(name), lines, "--dtype", "int8", "--batch-size", "4")

@@ -1,4 +1,4 @@
-#include "server/service.h"
+#include "server/doors/grpc/service.h"
 
 #include <memory>
 #include <mutex>

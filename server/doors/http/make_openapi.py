@@ -1,7 +1,7 @@
-"""Writes server/http/openapi.json, the OpenAPI 3.1 document of the HTTP/JSON
+"""Writes server/doors/http/openapi.json, the OpenAPI 3.1 document of the HTTP/JSON
 API (served at GET /openapi.json, embedded at build time). The checked-in JSON
 is the contract; this script is how it was written: edit here, run it
-(/usr/bin/python3 server/http/make_openapi.py) and commit both. The e2e tests
+(/usr/bin/python3 server/doors/http/make_openapi.py) and commit both. The e2e tests
 (tests/e2e/test_http.py) validate every route's real responses against it."""
 import json
 import os
@@ -21,9 +21,9 @@ timing = obj({"total_us": S, "queue_us": S, "inference_us": S})
 schemas = {
  "Error": obj({"error": S, "error_type": {"type": "string", "enum": ["validation", "unauthorized", "forbidden", "not_found", "method_not_allowed", "timeout", "payload_too_large", "overloaded", "cancelled", "unhealthy", "backend"]}}, ["error", "error_type"]),
  "LabelScore": obj({"label": S, "score": N}, ["label", "score"]),
- "TeiPredictRequest": obj(dict({"inputs": {"oneOf": [S, arr(S)]}, "raw_scores": B, "truncate": B, "truncation_direction": S}, **common), ["inputs"], extra=True),
+ "TeiPredictRequest": obj(dict({"inputs": {"oneOf": [S, arr(S), arr({"type": "array", "items": S, "minItems": 1, "maxItems": 2})]}, "raw_scores": B, "truncate": B, "truncation_direction": {"type": "string", "enum": ["Right", "Left", "right", "left"], "description": "With truncate: the end tokens are dropped from (default Right)."}}, **common), ["inputs"], extra=True),
  "TeiPredictResponse": {"oneOf": [arr(ref("LabelScore")), arr(arr(ref("LabelScore")))]},
- "TeiRerankRequest": obj(dict({"query": S, "texts": arr(S), "raw_scores": B, "return_text": B, "truncate": B}, **common), ["query", "texts"], extra=True),
+ "TeiRerankRequest": obj(dict({"query": S, "texts": arr(S), "raw_scores": B, "return_text": B, "truncate": B, "truncation_direction": {"type": "string", "enum": ["Right", "Left", "right", "left"], "description": "With truncate: the end tokens are dropped from (default Right)."}}, **common), ["query", "texts"], extra=True),
  "TeiRank": obj({"index": I, "score": N, "text": S}, ["index", "score"]),
  "TeiRerankResponse": arr(ref("TeiRank")),
  "TeiTokenizeRequest": obj(dict({"inputs": {"oneOf": [S, arr(S)]}, "add_special_tokens": B}, **common), ["inputs"], extra=True),
@@ -35,7 +35,7 @@ schemas = {
                  "max_concurrent_requests": I, "max_input_length": I, "max_batch_tokens": I, "max_batch_requests": I, "max_client_batch_size": I, "version": S},
                 ["model_id", "model_sha", "model_dtype", "model_type", "task", "max_input_length", "version"]),
  "Health": obj({"status": {"type": "string", "enum": ["serving", "draining", "loading"]}}, ["status"]),
- "CohereRerankRequest": obj(dict({"model": S, "query": S, "documents": arr({"oneOf": [S, obj({"text": S}, ["text"], extra=True)]}), "top_n": I, "return_documents": B}, **common), ["query", "documents"], extra=True),
+ "CohereRerankRequest": obj(dict({"model": S, "query": S, "documents": arr({"oneOf": [S, obj({"text": S}, ["text"], extra=True)]}), "top_n": I, "return_documents": B, "max_chunks_per_doc": {"type": "integer", "minimum": 1, "description": "Chunks scored per long document, the first ones (default: all)."}}, **common), ["query", "documents"], extra=True),
  "CohereRerankResponse": obj({"id": S, "model": S,
                               "results": arr(obj({"index": I, "relevance_score": N, "document": obj({"text": S}, ["text"])}, ["index", "relevance_score"])),
                               "meta": {"type": "object"}, "usage": obj({"total_tokens": I}, ["total_tokens"])}, ["id", "results"]),

@@ -1,13 +1,16 @@
-// The HTTP/JSON wire formats of the front door (server/http/http_routes.h):
+// The HTTP/JSON wire formats of the front door (server/doors/http/http_routes.h):
 // pure translation between JSON bodies and the v1 messages, and between
 // absl status codes and HTTP statuses. No I/O, no model, no RequestPath:
 // everything here is unit-tested on its own (tests/server/http_json_test.cc).
 //
-// Shapes (docs/api.md, "HTTP/JSON API"; server/http/openapi.json):
-//   TEI        POST /predict   {"inputs": str | [str], "raw_scores", "truncate"}
-//              POST /rerank    {"query", "texts", "raw_scores", "return_text", "truncate"}
+// Shapes (docs/api.md, "HTTP/JSON API"; server/doors/http/openapi.json):
+//   TEI        POST /predict   {"inputs": str | [str] | [[str] | [str, str]], "raw_scores", "truncate",
+//                               "truncation_direction": "Right" | "Left"}
+//              POST /rerank    {"query", "texts", "raw_scores", "return_text", "truncate",
+//                               "truncation_direction"}
 //              POST /tokenize  {"inputs": str | [str], "add_special_tokens"}
-//   Cohere     POST /v1/rerank {"model", "query", "documents": [str | {"text"}], "top_n", "return_documents"}
+//   Cohere     POST /v1/rerank {"model", "query", "documents": [str | {"text"}], "top_n", "return_documents",
+//                               "max_chunks_per_doc"}
 //   HF QA      POST /v1/answer {"model", "inputs": {"question", "context"}, "parameters": {...}}
 //   proto3     POST /v1/classify and /dserve.v1.Inference/<Method>: the v1
 //              messages in protobuf's JSON mapping (unknown fields refused).

@@ -1,4 +1,4 @@
-#include "server/http/http_json.h"
+#include "server/doors/http/http_json.h"
 
 #include <google/protobuf/util/json_util.h>
 
@@ -16,6 +16,8 @@ namespace {
 using nlohmann::json;
 
 absl::Status ParseError(absl::string_view what) { return absl::InvalidArgumentError(what); }
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 // The body as a JSON object, or a parse error (not JSON, not UTF-8 (nlohmann
 // checks strings), not an object).
@@ -99,12 +101,25 @@ absl::Status GetCallOptions(const json& j, CallOptions* call) {
   return absl::OkStatus();
 }
 
+// TEI's "truncation_direction": "Right" (default) or "Left" (either case).
+absl::Status GetDirection(const json& j, v1::TruncationDirection* out) {
+  auto it = j.find("truncation_direction");
+  if (it == j.end() || it->is_null()) return absl::OkStatus();
+  const std::string v = it->is_string() ? it->get<std::string>() : "";
+  if (v == "Right" || v == "right") {
+    *out = v1::TRUNCATION_DIRECTION_RIGHT;
+  } else if (v == "Left" || v == "left") {
+    *out = v1::TRUNCATION_DIRECTION_LEFT;
+  } else {
+    return ParseError(absl::StrCat("'truncation_direction' must be \"Right\" or \"Left\" (got ", Dump(*it), ")"));
+  }
+  return absl::OkStatus();
+}
+
 v1::Truncation TruncationOf(std::optional<bool> truncate) {
   if (!truncate.has_value()) return v1::TRUNCATION_UNSPECIFIED;
   return *truncate ? v1::TRUNCATION_LONGEST_FIRST : v1::TRUNCATION_NONE;
 }
-
-std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 json LabelList(const v1::Classification& c) {
   json labels = json::array();
@@ -195,24 +210,40 @@ absl::StatusOr<TeiPredict> ParseTeiPredict(absl::string_view body) {
   if (it->is_string()) {
     out.request->add_texts(it->get<std::string>());
   } else if (it->is_array()) {
+    // A batch: texts, or sequences [text] / [text, text_pair] (all of one
+    // kind: a request holds single texts or pairs).
     out.batched = true;
+    const bool sequences = !it->empty() && (*it)[0].is_array();
     for (size_t i = 0; i < it->size(); ++i) {
       const json& v = (*it)[i];
-      if (v.is_array()) {
-        return ParseError(absl::StrCat("'inputs[", i, "]': text pairs are not supported by /predict (classify "
-                                       "models read one text; use /rerank for query-passage pairs)"));
+      if (!sequences) {
+        if (!v.is_string()) {
+          return ParseError(absl::StrCat("'inputs[", i, "]' must be a string like inputs[0] (got ", v.type_name(), ")"));
+        }
+        out.request->add_texts(v.get<std::string>());
+        continue;
       }
-      if (!v.is_string()) return ParseError(absl::StrCat("'inputs[", i, "]' must be a string (got ", v.type_name(), ")"));
-      out.request->add_texts(v.get<std::string>());
+      if (!v.is_array() || v.empty() || v.size() > 2 || !v[0].is_string() || (v.size() == 2 && !v[1].is_string())) {
+        return ParseError(absl::StrCat("'inputs[", i, "]' must be [text] or [text, text_pair] like inputs[0]"));
+      }
+      if (v.size() != (*it)[0].size()) {
+        return ParseError(absl::StrCat("'inputs[", i, "]': a batch holds single texts or pairs, not both (inputs[0] has ",
+                                       (*it)[0].size(), " strings, inputs[", i, "] ", v.size(), ")"));
+      }
+      out.request->add_texts(v[0].get<std::string>());
+      if (v.size() == 2) out.request->add_text_pairs(v[1].get<std::string>());
     }
   } else {
-    return Expect(*it, false, "inputs", "a string or a list of strings");
+    return Expect(*it, false, "inputs", "a string, a list of strings or a list of [text, text_pair]");
   }
   std::optional<bool> raw, truncate;
   if (auto s = GetBool(*j, "raw_scores", &raw); !s.ok()) return s;
   if (auto s = GetBool(*j, "truncate", &truncate); !s.ok()) return s;
+  v1::TruncationDirection direction = v1::TRUNCATION_DIRECTION_RIGHT;
+  if (auto s = GetDirection(*j, &direction); !s.ok()) return s;
   out.request->set_raw_scores(raw.value_or(false));
   out.request->set_truncation(TruncationOf(truncate));
+  out.request->set_truncation_direction(direction);
   if (auto s = GetCallOptions(*j, &out.call); !s.ok()) return s;
   if (out.call.priority) out.request->set_priority(*out.call.priority);
   return out;
@@ -241,10 +272,13 @@ absl::StatusOr<TeiRerank> ParseTeiRerank(absl::string_view body) {
   if (auto s = GetBool(*j, "raw_scores", &raw); !s.ok()) return s;
   if (auto s = GetBool(*j, "return_text", &return_text); !s.ok()) return s;
   if (auto s = GetBool(*j, "truncate", &truncate); !s.ok()) return s;
+  v1::TruncationDirection direction = v1::TRUNCATION_DIRECTION_RIGHT;
+  if (auto s = GetDirection(*j, &direction); !s.ok()) return s;
   out.request->set_raw_scores(raw.value_or(false));
   out.return_text = return_text.value_or(false);
   out.request->set_return_documents(out.return_text);
   out.request->set_truncation(TruncationOf(truncate));
+  out.request->set_truncation_direction(direction);
   if (auto s = GetCallOptions(*j, &out.call); !s.ok()) return s;
   if (out.call.priority) out.request->set_priority(*out.call.priority);
   return out;
@@ -317,11 +351,14 @@ absl::StatusOr<CohereRerank> ParseCohereRerank(absl::string_view body) {
       return ParseError(absl::StrCat("'documents[", i, "]' must be a string or {\"text\": string}"));
     }
   }
-  std::optional<uint32_t> top_n;
+  std::optional<uint32_t> top_n, max_chunks;
   std::optional<bool> return_documents;
   if (auto s = GetUint(*j, "top_n", UINT32_MAX, &top_n); !s.ok()) return s;
   if (auto s = GetBool(*j, "return_documents", &return_documents); !s.ok()) return s;
+  if (auto s = GetUint(*j, "max_chunks_per_doc", UINT32_MAX, &max_chunks); !s.ok()) return s;
+  if (max_chunks.has_value() && *max_chunks == 0) return ParseError("'max_chunks_per_doc' must be at least 1");
   out.request->set_top_n(top_n.value_or(0));
+  out.request->set_max_chunks_per_document(max_chunks.value_or(0));
   out.request->set_return_documents(return_documents.value_or(false));
   if (auto s = GetCallOptions(*j, &out.call); !s.ok()) return s;
   if (out.call.priority) out.request->set_priority(*out.call.priority);

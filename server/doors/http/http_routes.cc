@@ -1,4 +1,4 @@
-#include "server/http/http_routes.h"
+#include "server/doors/http/http_routes.h"
 
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -9,9 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "model/checkpoint/model_config.h"
-#include "server/http/embedded_assets.h"
-#include "server/http/http_json.h"
-#include "server/http/http_server.h"
+#include "server/doors/http/embedded_assets.h"
+#include "server/doors/http/http_json.h"
+#include "server/net/http_server.h"
 #include "server/model_registry.h"
 #include "server/request_path.h"
 

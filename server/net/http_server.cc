@@ -1,4 +1,4 @@
-#include "server/http/http_server.h"
+#include "server/net/http_server.h"
 
 #include <httplib.h>
 
@@ -231,6 +231,11 @@ void HttpServer::SetFallback(HttpHandler handler) {
   fallback_ = std::move(handler);
 }
 
+void HttpServer::HandlePrefix(const std::string& method, const std::string& prefix, HttpHandler handler) {
+  absl::MutexLock lock(&mu_);
+  prefix_routes_[{method, prefix}] = std::move(handler);
+}
+
 void HttpServer::Dispatch(const httplib::Request& req, HttpResponse* out) {
   HttpHandler handler;
   bool other_method = false;
@@ -244,6 +249,20 @@ void HttpServer::Dispatch(const httplib::Request& req, HttpResponse* out) {
       handler = it->second;
       it_matched = true;
     } else {
+      size_t longest = 0;
+      for (const auto& [route, prefix_handler] : prefix_routes_) {
+        if (req.path.compare(0, route.second.size(), route.second) != 0 || route.second.size() < longest) continue;
+        if (route.first == method) {
+          longest = route.second.size();
+          handler = prefix_handler;
+          it_matched = true;
+        } else {
+          other_method = true;
+        }
+      }
+      if (it_matched) other_method = false;
+    }
+    if (!it_matched) {
       for (const auto& [route, unused] : routes_) other_method |= route.second == req.path;
       handler = fallback_;
     }

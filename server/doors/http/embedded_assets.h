@@ -1,5 +1,5 @@
-// Files embedded in the binary at build time (server/http/embed.cmake writes
-// their definitions from server/http/openapi.json and index.html).
+// Files embedded in the binary at build time (server/doors/http/embed.cmake writes
+// their definitions from server/doors/http/openapi.json and index.html).
 #pragma once
 
 #include <cstddef>

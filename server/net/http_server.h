@@ -1,5 +1,5 @@
 // HttpServer: HTTP/1.1 (and HTTPS) on cpp-httplib, for the HTTP/JSON front
-// door (server/http/http_routes.h) and Prometheus scrapes (Metrics).
+// door (server/doors/http/http_routes.h) and Prometheus scrapes (Metrics).
 //
 // Why cpp-httplib (docs/performance.md, "HTTP library"): Debian ships it
 // built with OpenSSL (TLS without our own socket code), handlers are plain
@@ -100,6 +100,11 @@ class HttpServer {
   // Routes `method` ("GET", "POST", ...) + exact `path` to `handler`,
   // replacing any earlier handler of that route.
   void Handle(const std::string& method, const std::string& path, HttpHandler handler);
+  // Routes `method` + every path that starts with `prefix` and has no exact
+  // route (the handler reads the rest of HttpRequest::path(); the longest
+  // matching prefix wins), e.g. "/v2/models/" for the OIP door's
+  // /v2/models/{name}[/versions/{v}]/... routes.
+  void HandlePrefix(const std::string& method, const std::string& prefix, HttpHandler handler);
   // Requests no route matches: answered 404 (405 when the path exists for
   // another method) with a JSON error body. `handler`, when set, then runs
   // with that answer already in its HttpResponse (status, body) and may
@@ -124,6 +129,8 @@ class HttpServer {
   bool tls_ = false;
   absl::Mutex mu_;
   std::map<std::pair<std::string, std::string>, HttpHandler> routes_ ABSL_GUARDED_BY(mu_);
+  // (method, prefix) -> handler, for HandlePrefix.
+  std::map<std::pair<std::string, std::string>, HttpHandler> prefix_routes_ ABSL_GUARDED_BY(mu_);
   HttpHandler fallback_ ABSL_GUARDED_BY(mu_);
 };
 

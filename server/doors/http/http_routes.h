@@ -35,7 +35,7 @@ class RequestPath;
 // the server serves (stop the server first).
 void RegisterHttpRoutes(HttpServer* server, RequestPath* path);
 
-// The embedded files (server/http/openapi.json, server/http/index.html).
+// The embedded files (server/doors/http/openapi.json, server/doors/http/index.html).
 absl::string_view OpenApiJson();
 absl::string_view TryItPageHtml();
 
