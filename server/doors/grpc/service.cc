@@ -1,7 +1,8 @@
 #include "server/doors/grpc/service.h"
 
+#include "server/doors/grpc/grpc_call.h"
+
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -14,39 +15,6 @@
 namespace dserve {
 namespace {
 
-constexpr char kRequestIdKey[] = "x-request-id";
-// The version of the model that computed a response (ServedModel::version).
-constexpr char kModelVersionKey[] = "x-dserve-model-version";
-
-grpc::Status ToGrpc(const absl::Status& s) {
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
-
-std::string Metadata(grpc::CallbackServerContext* ctx, const char* key) {
-  auto it = ctx->client_metadata().find(key);
-  return it == ctx->client_metadata().end() ? std::string() : std::string(it->second.data(), it->second.size());
-}
-
-// What the path needs of a gRPC call; the request id goes back as a trailer.
-CallInfo Info(grpc::CallbackServerContext* ctx) {
-  CallInfo info;
-  info.protocol = Protocol::kGrpc;
-  info.received = absl::Now();
-  info.request_id = RequestIdFor(Metadata(ctx, kRequestIdKey));
-  info.authorization = Metadata(ctx, "authorization");
-  const auto deadline = ctx->deadline();
-  info.deadline = deadline == std::chrono::system_clock::time_point::max() ? absl::InfiniteFuture()
-                                                                           : absl::FromChrono(deadline);
-  ctx->AddTrailingMetadata(kRequestIdKey, info.request_id);
-  return info;
-}
-
-grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl::Status& status) {
-  auto* reactor = ctx->DefaultReactor();
-  reactor->Finish(ToGrpc(status));
-  return reactor;
-}
-
 // Parses a raw request (server/request_validation.h).
 template <typename Request>
 absl::StatusOr<std::unique_ptr<Request>> ParseRawRequest(const grpc::ByteBuffer* buffer) {
@@ -58,61 +26,26 @@ absl::StatusOr<std::unique_ptr<Request>> ParseRawRequest(const grpc::ByteBuffer*
   return ParseRequest<Request>(absl::string_view(bytes));
 }
 
-// The reactor of a model call. Finish runs once both the path has returned
-// the call's handle and the completion has run (whichever is last), so a
-// cancel never touches a deleted reactor; gRPC deletes it (OnDone) after.
-class ModelCallReactor final : public grpc::ServerUnaryReactor {
+// The reactor of a model call: serialises the response on the completion
+// thread and sends the model version as initial metadata.
+class ModelCallReactor final : public PathCallReactor {
  public:
   ModelCallReactor(grpc::CallbackServerContext* ctx, grpc::ByteBuffer* response) : ctx_(ctx), response_(response) {}
 
-  // The path's completion: serialises the response on the completion thread.
   template <typename Response>
-  void Complete(const absl::Status& status, std::unique_ptr<Response> response) {
-    status_ = status;
+  void Complete(absl::Status status, std::unique_ptr<Response> response) {
     if (response != nullptr) {
       ctx_->AddInitialMetadata(kModelVersionKey, response->model_version());
       bool own = false;
       grpc::Status s = grpc::SerializationTraits<google::protobuf::Message>::Serialize(*response, response_, &own);
-      if (!s.ok()) status_ = absl::InternalError(absl::StrCat("serialising the response: ", s.error_message()));
+      if (!s.ok()) status = absl::InternalError(absl::StrCat("serialising the response: ", s.error_message()));
     }
-    Arrive();
+    Completed(status);
   }
-
-  // After the path returned (`handle` null when the call never queued).
-  void Started(std::shared_ptr<CallHandle> handle) {
-    bool cancel = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      handle_ = handle;
-      cancel = cancelled_;
-    }
-    if (cancel && handle != nullptr) handle->Cancel();
-    Arrive();
-  }
-
-  void OnCancel() override {
-    std::shared_ptr<CallHandle> handle;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      cancelled_ = true;
-      handle = handle_;
-    }
-    if (handle != nullptr) handle->Cancel();
-  }
-  void OnDone() override { delete this; }
 
  private:
-  void Arrive() {
-    if (pending_.fetch_sub(1) == 1) Finish(ToGrpc(status_));  // `this` may be deleted from here on
-  }
-
   grpc::CallbackServerContext* ctx_;
   grpc::ByteBuffer* response_;
-  absl::Status status_;
-  std::atomic<int> pending_{2};  // Started + Complete
-  std::mutex mu_;
-  std::shared_ptr<CallHandle> handle_;
-  bool cancelled_ = false;
 };
 
 }  // namespace
@@ -120,7 +53,7 @@ class ModelCallReactor final : public grpc::ServerUnaryReactor {
 template <typename Request, typename Response, typename Run>
 grpc::ServerUnaryReactor* InferenceService::Handle(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
                                                    grpc::ByteBuffer* response, const char* method, Run run) {
-  CallInfo info = Info(ctx);
+  CallInfo info = GrpcCallInfo(ctx, Protocol::kGrpc);
   PreprocessGate::Ticket ticket;
   if (absl::Status s = path_->Admit(info, method, &ticket); !s.ok()) return FinishNow(ctx, s);
   auto request = ParseRawRequest<Request>(raw);
@@ -158,7 +91,7 @@ grpc::ServerUnaryReactor* InferenceService::Rerank(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* InferenceService::ListModels(grpc::CallbackServerContext* ctx,
                                                        const v1::ListModelsRequest*,
                                                        v1::ListModelsResponse* response) {
-  auto models = path_->ListModels(Info(ctx));
+  auto models = path_->ListModels(GrpcCallInfo(ctx, Protocol::kGrpc));
   if (!models.ok()) return FinishNow(ctx, models.status());
   *response = *std::move(models);
   return FinishNow(ctx, absl::OkStatus());

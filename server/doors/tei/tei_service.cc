@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "model/tokenizer/utf8.h"
+#include "server/doors/grpc/grpc_call.h"
 #include "server/doors/http/http_json.h"
 #include "server/model_registry.h"
 #include "tei/tei.grpc.pb.h"
@@ -24,22 +25,11 @@ namespace {
 
 namespace tei = ::tei::v1;
 
-constexpr char kRequestIdKey[] = "x-request-id";
-constexpr char kModelVersionKey[] = "x-dserve-model-version";
 // Requests of one stream in flight at once (TEI's max_parallel_stream_requests).
 constexpr size_t kStreamWindow = 64;
 
 template <typename Response>
 using Done = std::function<void(const absl::Status&, std::unique_ptr<Response>)>;
-
-grpc::Status ToGrpc(const absl::Status& s) {
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
-
-std::string Metadata(grpc::CallbackServerContext* ctx, const char* key) {
-  auto it = ctx->client_metadata().find(key);
-  return it == ctx->client_metadata().end() ? std::string() : std::string(it->second.data(), it->second.size());
-}
 
 uint32_t CodePoints(absl::string_view text) {
   uint32_t n = 0;
@@ -67,57 +57,24 @@ void FillMetadata(const V1Response& r, uint32_t chars, tei::Metadata* m) {
 
 // ---------------------------------------------------------------- unary --
 
-// A unary call's reactor. Finishes once both the start returned (with the
-// call's handle, or null) and the completion ran, so a cancel never reaches
-// a deleted reactor; gRPC deletes it after (OnDone).
+// A unary call's reactor (PathCallReactor: finishes once both the start
+// returned and the completion ran).
 template <typename Response>
-class UnaryReactor final : public grpc::ServerUnaryReactor {
+class UnaryReactor final : public PathCallReactor {
  public:
   UnaryReactor(grpc::CallbackServerContext* ctx, Response* out) : ctx_(ctx), out_(out) {}
 
   Done<Response> Completion() {
     return [this](const absl::Status& status, std::unique_ptr<Response> response) {
-      status_ = status;
       if (response != nullptr) *out_ = std::move(*response);
-      Arrive();
+      Completed(status);
     };
   }
   void SetModelVersion(const std::string& version) { ctx_->AddInitialMetadata(kModelVersionKey, version); }
 
-  void Started(std::shared_ptr<CallHandle> handle) {
-    bool cancel = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      handle_ = handle;
-      cancel = cancelled_;
-    }
-    if (cancel && handle != nullptr) handle->Cancel();
-    Arrive();
-  }
-
-  void OnCancel() override {
-    std::shared_ptr<CallHandle> handle;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      cancelled_ = true;
-      handle = handle_;
-    }
-    if (handle != nullptr) handle->Cancel();
-  }
-  void OnDone() override { delete this; }
-
  private:
-  void Arrive() {
-    if (pending_.fetch_sub(1) == 1) Finish(ToGrpc(status_));
-  }
-
   grpc::CallbackServerContext* ctx_;
   Response* out_;
-  absl::Status status_;
-  std::atomic<int> pending_{2};
-  std::mutex mu_;
-  std::shared_ptr<CallHandle> handle_;
-  bool cancelled_ = false;
 };
 
 // ----------------------------------------------------------- bidi stream --
@@ -286,16 +243,7 @@ struct TeiServices::Impl {
 
   // The call's identity and deadline; the request id goes back as a trailer.
   CallInfo Info(grpc::CallbackServerContext* ctx, bool add_trailer = true) const {
-    CallInfo info;
-    info.protocol = Protocol::kTeiGrpc;
-    info.received = absl::Now();
-    info.request_id = RequestIdFor(Metadata(ctx, kRequestIdKey));
-    info.authorization = Metadata(ctx, "authorization");
-    const auto deadline = ctx->deadline();
-    info.deadline = deadline == std::chrono::system_clock::time_point::max() ? absl::InfiniteFuture()
-                                                                             : absl::FromChrono(deadline);
-    if (add_trailer) ctx->AddTrailingMetadata(kRequestIdKey, info.request_id);
-    return info;
+    return GrpcCallInfo(ctx, Protocol::kTeiGrpc, add_trailer);
   }
 
   // The model a call means (see the header); `task` "" = any.
@@ -550,16 +498,6 @@ namespace {
 
 using Impl = TeiServices::Impl;
 
-// A synchronous unary answer.
-template <typename Response>
-grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, absl::StatusOr<Response> result,
-                                    Response* out) {
-  auto* reactor = ctx->DefaultReactor();
-  if (result.ok()) *out = *std::move(result);
-  reactor->Finish(ToGrpc(result.status()));
-  return reactor;
-}
-
 // A synchronous stream step: answers inline.
 template <typename Request, typename Response, typename Fn>
 typename StreamReactor<Request, Response>::Start Inline(Fn fn) {
@@ -585,7 +523,7 @@ class InfoService final : public tei::Info::CallbackService {
   explicit InfoService(Impl* impl) : impl_(impl) {}
   grpc::ServerUnaryReactor* Info(grpc::CallbackServerContext* ctx, const tei::InfoRequest*,
                                  tei::InfoResponse* response) override {
-    return FinishNow(ctx, impl_->ModelInfo(impl_->Info(ctx), Metadata(ctx, kTeiModelMetadata)), response);
+    return Reply(ctx, impl_->ModelInfo(impl_->Info(ctx), ClientMetadata(ctx, kTeiModelMetadata)), response);
   }
 
  private:
@@ -638,7 +576,7 @@ class PredictService final : public tei::Predict::CallbackService {
   grpc::ServerUnaryReactor* Predict(grpc::CallbackServerContext* ctx, const tei::PredictRequest* request,
                                     tei::PredictResponse* response) override {
     auto* reactor = new UnaryReactor<tei::PredictResponse>(ctx, response);
-    reactor->Started(impl_->StartPredict(impl_->Info(ctx), Metadata(ctx, kTeiModelMetadata), {&request->inputs()},
+    reactor->Started(impl_->StartPredict(impl_->Info(ctx), ClientMetadata(ctx, kTeiModelMetadata), {&request->inputs()},
                                          request->truncate(), request->raw_scores(),
                                          request->truncation_direction(), reactor->Completion(),
                                          [reactor](const std::string& v) { reactor->SetModelVersion(v); }));
@@ -647,7 +585,7 @@ class PredictService final : public tei::Predict::CallbackService {
   grpc::ServerUnaryReactor* PredictPair(grpc::CallbackServerContext* ctx, const tei::PredictPairRequest* request,
                                         tei::PredictResponse* response) override {
     auto* reactor = new UnaryReactor<tei::PredictResponse>(ctx, response);
-    reactor->Started(impl_->StartPredict(impl_->Info(ctx), Metadata(ctx, kTeiModelMetadata),
+    reactor->Started(impl_->StartPredict(impl_->Info(ctx), ClientMetadata(ctx, kTeiModelMetadata),
                                          Inputs(request->inputs()), request->truncate(), request->raw_scores(),
                                          request->truncation_direction(), reactor->Completion(),
                                          [reactor](const std::string& v) { reactor->SetModelVersion(v); }));
@@ -656,7 +594,7 @@ class PredictService final : public tei::Predict::CallbackService {
   grpc::ServerBidiReactor<tei::PredictRequest, tei::PredictResponse>* PredictStream(
       grpc::CallbackServerContext* ctx) override {
     const CallInfo base = impl_->Info(ctx);
-    const std::string model = Metadata(ctx, kTeiModelMetadata);
+    const std::string model = ClientMetadata(ctx, kTeiModelMetadata);
     Impl* impl = impl_;
     return new StreamReactor<tei::PredictRequest, tei::PredictResponse>(
         [impl, base, model](const tei::PredictRequest& r, Done<tei::PredictResponse> done) {
@@ -669,7 +607,7 @@ class PredictService final : public tei::Predict::CallbackService {
   grpc::ServerBidiReactor<tei::PredictPairRequest, tei::PredictResponse>* PredictPairStream(
       grpc::CallbackServerContext* ctx) override {
     const CallInfo base = impl_->Info(ctx);
-    const std::string model = Metadata(ctx, kTeiModelMetadata);
+    const std::string model = ClientMetadata(ctx, kTeiModelMetadata);
     Impl* impl = impl_;
     return new StreamReactor<tei::PredictPairRequest, tei::PredictResponse>(
         [impl, base, model](const tei::PredictPairRequest& r, Done<tei::PredictResponse> done) {
@@ -689,7 +627,7 @@ class PredictService final : public tei::Predict::CallbackService {
 class RerankStreamReactor final : public grpc::ServerReadReactor<tei::RerankStreamRequest> {
  public:
   RerankStreamReactor(Impl* impl, grpc::CallbackServerContext* ctx, tei::RerankResponse* response)
-      : impl_(impl), info_(impl->Info(ctx)), model_(Metadata(ctx, kTeiModelMetadata)), response_(response) {
+      : impl_(impl), info_(impl->Info(ctx)), model_(ClientMetadata(ctx, kTeiModelMetadata)), response_(response) {
     StartRead(&request_);
   }
 
@@ -812,7 +750,7 @@ class RerankService final : public tei::Rerank::CallbackService {
     std::vector<std::string> texts(request->texts().begin(), request->texts().end());
     std::vector<uint32_t> indices(texts.size());
     for (size_t i = 0; i < indices.size(); ++i) indices[i] = static_cast<uint32_t>(i);
-    reactor->Started(impl_->StartRerank(impl_->Info(ctx), Metadata(ctx, kTeiModelMetadata), request->query(),
+    reactor->Started(impl_->StartRerank(impl_->Info(ctx), ClientMetadata(ctx, kTeiModelMetadata), request->query(),
                                         std::move(texts), std::move(indices), request->truncate(),
                                         request->raw_scores(), request->return_text(),
                                         request->truncation_direction(), reactor->Completion(),
@@ -834,16 +772,16 @@ class TokenizeService final : public tei::Tokenize::CallbackService {
 
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* ctx, const tei::EncodeRequest* request,
                                      tei::EncodeResponse* response) override {
-    return FinishNow(ctx, impl_->Tokenize(impl_->Info(ctx), Metadata(ctx, kTeiModelMetadata), *request), response);
+    return Reply(ctx, impl_->Tokenize(impl_->Info(ctx), ClientMetadata(ctx, kTeiModelMetadata), *request), response);
   }
   grpc::ServerUnaryReactor* Decode(grpc::CallbackServerContext* ctx, const tei::DecodeRequest* request,
                                    tei::DecodeResponse* response) override {
-    return FinishNow(ctx, impl_->Decode(impl_->Info(ctx), Metadata(ctx, kTeiModelMetadata), *request), response);
+    return Reply(ctx, impl_->Decode(impl_->Info(ctx), ClientMetadata(ctx, kTeiModelMetadata), *request), response);
   }
   grpc::ServerBidiReactor<tei::EncodeRequest, tei::EncodeResponse>* TokenizeStream(
       grpc::CallbackServerContext* ctx) override {
     const CallInfo base = impl_->Info(ctx);
-    const std::string model = Metadata(ctx, kTeiModelMetadata);
+    const std::string model = ClientMetadata(ctx, kTeiModelMetadata);
     Impl* impl = impl_;
     return new StreamReactor<tei::EncodeRequest, tei::EncodeResponse>(
         Inline<tei::EncodeRequest, tei::EncodeResponse>([impl, base, model](const tei::EncodeRequest& r) {
@@ -855,7 +793,7 @@ class TokenizeService final : public tei::Tokenize::CallbackService {
   grpc::ServerBidiReactor<tei::DecodeRequest, tei::DecodeResponse>* DecodeStream(
       grpc::CallbackServerContext* ctx) override {
     const CallInfo base = impl_->Info(ctx);
-    const std::string model = Metadata(ctx, kTeiModelMetadata);
+    const std::string model = ClientMetadata(ctx, kTeiModelMetadata);
     Impl* impl = impl_;
     return new StreamReactor<tei::DecodeRequest, tei::DecodeResponse>(
         Inline<tei::DecodeRequest, tei::DecodeResponse>([impl, base, model](const tei::DecodeRequest& r) {
