@@ -5,7 +5,7 @@ one run on one machine, each with its configuration, measured figures
 
 usage: bench/run_all.sh [--quick | --tiny] [--out DIR] [--build-dir DIR] [--shared-dir DIR]
                         [--demo-dir DIR] [--server-model DIR] [--rounds N] [--threads N]
-                        [--sections encoder,argmax,serve,packing,rss,albert,long,delay,http]
+                        [--sections encoder,argmax,serve,packing,rss,albert,long,delay,http,oip]
                         [--no-ort] [--ort-dir DIR] [--ort-cache DIR]
 
 Modes: full (default, ~10 min on 2 quiet cores), --quick (~3 min smoke: one
@@ -70,6 +70,12 @@ Rows and how they are measured (docs/performance.md, "Harness", says more):
    row-2 data (cls_factorized goldens, against Hugging Face's logits too,
    and the demo classify model on its test tickets, or the fallback),
    target >= 99% agreement on the demo data and every golden argmax kept.
+19 (section "oip") Open Inference Protocol gRPC vs dserve.v1 gRPC on one server
+   (the server model, issue 28): `dserve-client load --concurrency 64
+   --channels 4` with the same texts, `--protocol oip` (ModelInfer, a TEXT
+   BYTES tensor) and `--protocol dserve` (Classify), windows alternating
+   per repeat. Ratio = OIP calls/s / dserve.v1 calls/s (medians), target
+   >= 0.95 (the adapter must cost nothing measurable); p99 of both beside it.
 ORT needs `bash bench/onnx/setup.sh` once (npm install of onnxruntime-node
 into bench/onnx/node_modules); without it rows 11, 12 and 14 are SKIP with
 "ORT: not installed, run bench/onnx/setup.sh" and the ORT columns say so.
@@ -98,13 +104,15 @@ PY = "/usr/bin/python3"
 # The same settings dserve applies to itself at start-up (model/util/process.cc).
 TUNED_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
                 "MALLOC_TOP_PAD_": str(64 << 20)}
-SECTIONS = ("encoder", "argmax", "serve", "packing", "rss", "albert", "long", "delay", "http")
+SECTIONS = ("encoder", "argmax", "serve", "packing", "rss", "albert", "long", "delay", "http", "oip")
 # Row 15 (issue 16): --max-queue-delay-us settings x closed-loop clients.
 DELAYS_US = (0, 2000, 10000)
 DELAY_CLIENTS = (1, 8, 64)
 # Row 16 (issue 17): HTTP vs gRPC at this many closed-loop clients; target ratio.
 HTTP_CLIENTS = 64
 HTTP_TARGET = 0.8
+# Row 19 (issue 28): OIP gRPC vs dserve.v1 gRPC at HTTP_CLIENTS clients; target ratio.
+OIP_TARGET = 0.95
 ONNX_DIR = os.path.join(REPO, "bench", "onnx")
 ORT_NOT_INSTALLED = "ORT: not installed, run bench/onnx/setup.sh"
 # ORT's outputs against eager fp32 on the timed inputs (logits and last hidden state).
@@ -673,9 +681,10 @@ class Harness:
                     return int(line.split()[1]) * 1024
         raise Failure(f"/proc/{pid}/status has no {key}")
 
-    def load(self, s, inputs, concurrency, name, duration=None, warmup=0.0, requests=None):
+    def load(self, s, inputs, concurrency, name, duration=None, warmup=0.0, requests=None, protocol="dserve"):
         cmd = [self.client, "--target", f"127.0.0.1:{s['port']}", "--json", "load", "--model", "classify", "--task",
-               "classify", "--input", inputs, "--concurrency", str(concurrency), "--channels", "4"]
+               "classify", "--input", inputs, "--concurrency", str(concurrency), "--channels", "4",
+               "--protocol", protocol]
         cmd += ["--requests", str(requests)] if requests else ["--duration-s", str(duration), "--warmup-s", str(warmup)]
         r = self.last_json(self.run(cmd, name))
         if set(r["codes"]) - {"OK"} or r["ok"] <= 0:
@@ -841,6 +850,39 @@ class Harness:
                for door, v in runs.items()}
         return {"model": what, "clients": HTTP_CLIENTS, "duration_s": duration, "repeats": m["http_repeats"],
                 "runs": runs, "median": med, "ratio": med["http"]["calls_per_s"] / med["grpc"]["calls_per_s"]}
+
+    def section_oip(self):
+        """Issue 28: the Open Inference Protocol's gRPC door (ModelInfer) against dserve.v1 Classify, the same
+        texts through both at HTTP_CLIENTS closed-loop clients on one server; windows alternate per repeat."""
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("http_vs_grpc", os.path.join(REPO, "bench", "serve",
+                                                                                    "http_vs_grpc.py"))
+        hvg = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(hvg)
+        model, what = self.server_model()
+        m = self.m
+        inputs = os.path.join(self.work, "oip_texts.jsonl")
+        with open(inputs, "w") as f:
+            f.writelines(json.dumps({"text": t}) + "\n" for t in hvg.make_texts())
+        s = self.start_server(model, [], "oip")
+        runs = {"oip": [], "dserve": []}
+        duration = max(1, round(m["http_duration"]))
+        try:
+            for r in range(1, m["http_repeats"] + 1):
+                for door in ("dserve", "oip"):
+                    ld = self.load(s, inputs, HTTP_CLIENTS, f"oip_{door}", duration, m["http_warmup"],
+                                   protocol=door)
+                    runs[door].append({"calls_per_s": ld["throughput_rps"], "p50_ms": ld["latency_ms"]["p50"],
+                                       "p99_ms": ld["latency_ms"]["p99"]})
+                o, d = runs["oip"][-1], runs["dserve"][-1]
+                log(f"oip round {r}: OIP {o['calls_per_s']:.1f} calls/s (p99 {o['p99_ms']:.2f} ms) | dserve.v1 "
+                    f"{d['calls_per_s']:.1f} calls/s (p99 {d['p99_ms']:.2f} ms)")
+        finally:
+            self.stop_server(s)
+        med = {door: {k: statistics.median(x[k] for x in v) for k in ("calls_per_s", "p50_ms", "p99_ms")}
+               for door, v in runs.items()}
+        return {"model": what, "clients": HTTP_CLIENTS, "duration_s": duration, "repeats": m["http_repeats"],
+                "runs": runs, "median": med, "ratio": med["oip"]["calls_per_s"] / med["dserve"]["calls_per_s"]}
 
     # ------------------------------------------------------------------ row 9
     def rss_model(self):
@@ -1224,6 +1266,18 @@ class Harness:
             r18, ">= 99% and every golden argmax kept",
             lambda: int8_agreement() >= 0.99 and A["goldens"]["int8_eq_fp32"] == A["goldens"]["n"]
             and A["goldens"]["int8_eq_hf"] == A["goldens"]["n"], "argmax", int8_agreement)
+        O = self.results.get("oip")
+        row(19, f"Open Inference Protocol gRPC vs dserve.v1 gRPC: calls/s and p99 at {HTTP_CLIENTS} clients, same "
+                "server and model (issue 28)",
+            lambda: (f"{O['model']}; one text per call; dserve-client load --concurrency {O['clients']} --channels 4, "
+                     f"--protocol oip (ModelInfer, TEXT BYTES tensor) vs --protocol dserve (Classify); "
+                     f"{O['repeats']} x {O['duration_s']} s windows, alternating"),
+            lambda: (f"OIP/dserve.v1 {O['ratio']:.2f}x: OIP {O['median']['oip']['calls_per_s']:.1f} calls/s, p99 "
+                     f"{O['median']['oip']['p99_ms']:.2f} ms; dserve.v1 {O['median']['dserve']['calls_per_s']:.1f} "
+                     f"calls/s, p99 {O['median']['dserve']['p99_ms']:.2f} ms (per repeat: "
+                     + ", ".join(f"{o['calls_per_s'] / d['calls_per_s']:.2f}" for o, d in
+                                 zip(O["runs"]["oip"], O["runs"]["dserve"])) + ")"),
+            f">= {OIP_TARGET}x", lambda: O["ratio"] >= OIP_TARGET, "oip", lambda: float(O["ratio"]))
         return rows
 
     def forward_table(self):

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """CI check of the performance harness: `bench/run_all.py --tiny` runs end to
 end on tiny models and reports every row of the table (issue 7's nine, the ALBERT row 10, issue 19's
-ONNX Runtime rows 11, 12, 14, long-sequence rows 13, 14, issue 16's delay sweep, row 15, and issue 17's HTTP vs gRPC, row 16, and issue 19's int8 rows 17-18) (measured, PASS or MISS; no timing is
+ONNX Runtime rows 11, 12, 14, long-sequence rows 13, 14, issue 16's delay sweep, row 15, and issue 17's HTTP vs gRPC, row 16, issue 19's int8 rows 17-18, and issue 28's OIP vs dserve.v1 row 19) (measured, PASS or MISS; no timing is
 asserted), in its console output, report.md and report.json. The demo directory is pointed at a missing
 one so the argmax row's fallback (golden classify checkpoint + generated demo texts) runs.
 
@@ -61,10 +61,10 @@ class RunAllTiny(unittest.TestCase):
             p, out, report = run_all(tmp)
             self.assertEqual(p.returncode, 0, p.stdout[-3000:] + p.stderr[-3000:])
             self.assertRegex(p.stdout, r"Machine: nproc \d+, .+, flags ")
-            for n in range(1, 19):
+            for n in range(1, 20):
                 want = "SKIP" if absent and n in ORT_ROWS else "PASS|MISS"
                 self.assertRegex(p.stdout, rf"\[({want})\] row {n}: ", f"row {n} missing:\n{p.stdout}")
-            self.assertEqual([r["row"] for r in report["rows"]], list(range(1, 19)))
+            self.assertEqual([r["row"] for r in report["rows"]], list(range(1, 20)))
             for r in report["rows"]:
                 if absent and r["row"] in ORT_ROWS:
                     self.assertEqual(r["result"], "SKIP", r)
@@ -105,7 +105,7 @@ class RunAllTiny(unittest.TestCase):
             self.assertGreaterEqual(packing["unsorted"], 1.0)
             with open(os.path.join(out, "report.md")) as f:
                 md = f.read()
-            self.assertEqual(len(re.findall(r"^\| \d+ \| ", md, re.M)), 18, md)
+            self.assertEqual(len(re.findall(r"^\| \d+ \| ", md, re.M)), 19, md)
             # Row 15 (issue 16): the delay sweep, every (delay, clients) cell measured.
             delay = report["sections"]["delay"]
             self.assertEqual(sorted(delay["runs"]), sorted(f"{d}/{c}" for d in (0, 2000, 10000) for c in (1, 8, 64)))
@@ -123,6 +123,13 @@ class RunAllTiny(unittest.TestCase):
                     self.assertGreater(run["p99_ms"], 0, run)
             self.assertGreater(http["ratio"], 0)
             self.assertRegex(by_row[16]["measured"], r"HTTP/gRPC \d+\.\d+x")
+            # Row 19 (issue 28): OIP ModelInfer and dserve.v1 Classify both served calls in every window.
+            oip = report["sections"]["oip"]
+            self.assertEqual(len(oip["runs"]["oip"]), len(oip["runs"]["dserve"]))
+            for door in ("oip", "dserve"):
+                for run in oip["runs"][door]:
+                    self.assertGreater(run["calls_per_s"], 0, run)
+            self.assertRegex(by_row[19]["measured"], r"OIP/dserve.v1 \d+\.\d+x")
 
     def test_ort_absent_is_said(self):
         """Without onnxruntime-node the ORT rows say how to install it, and the run still succeeds."""

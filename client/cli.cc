@@ -47,6 +47,7 @@ struct LoadFlags {
   std::string model;
   std::string task;
   std::string input;
+  std::string protocol = "dserve";
   LoadOptions options;
   bool progress = false;
 };
@@ -192,7 +193,8 @@ nlohmann::json LoadConfigJson(const GlobalFlags& g, const LoadFlags& f, const Lo
           {"requests", o.requests},
           {"duration_s", o.duration_s},
           {"warmup_s", o.warmup_s},
-          {"channels", o.channels}};
+          {"channels", o.channels},
+          {"protocol", f.protocol}};
 }
 
 int RunLoadCommand(const GlobalFlags& g, LoadFlags f) {
@@ -200,6 +202,7 @@ int RunLoadCommand(const GlobalFlags& g, LoadFlags f) {
   if (!task.ok()) return LocalError(task.status());
   LoadOptions& o = f.options;
   if (o.concurrency == 0 && o.rps == 0) o.concurrency = 1;
+  o.protocol = f.protocol == "oip" ? LoadOptions::Protocol::kOip : LoadOptions::Protocol::kDserve;
   if (absl::Status s = ValidateLoadOptions(o); !s.ok()) return LocalError(s);
   auto inputs = ReadLoadInputFile(*task, f.model, f.input);
   if (!inputs.ok()) return LocalError(inputs.status());
@@ -288,6 +291,11 @@ void AddLoadCommand(CLI::App& app, LoadFlags* f) {
   load->add_option("--channels", f->options.channels, "Connections to spread calls over")
       ->capture_default_str();
   load->add_flag("--progress", f->progress, "Progress line on stderr even when it is not a tty");
+  load->add_option("--protocol", f->protocol,
+                   "dserve: dserve.v1 Classify/Answer/Rerank; oip: the Open Inference Protocol's ModelInfer "
+                   "(inference.GRPCInferenceService) with the same inputs as tensors")
+      ->check(CLI::IsMember({"dserve", "oip"}))
+      ->capture_default_str();
 }
 
 }  // namespace

@@ -182,7 +182,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
 Client::Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
     : options_(std::move(options)),
       channel_(std::move(channel)),
-      stub_(v1::Inference::NewStub(channel_)) {}
+      stub_(v1::Inference::NewStub(channel_)),
+      oip_stub_(inference::GRPCInferenceService::NewStub(channel_)) {}
 
 absl::Time Client::Deadline() const {
   if (options_.timeout_ms == 0) return absl::InfiniteFuture();
@@ -276,6 +277,15 @@ void Client::RerankAsync(v1::RerankRequest request, Callback<v1::RerankResponse>
       std::move(request),
       [this](grpc::ClientContext* c, const v1::RerankRequest* q, v1::RerankResponse* r,
              std::function<void(grpc::Status)> f) { stub_->async()->Rerank(c, q, r, std::move(f)); },
+      std::move(done));
+}
+
+void Client::ModelInferAsync(inference::ModelInferRequest request,
+                             Callback<inference::ModelInferResponse> done) const {
+  CallAsync<inference::ModelInferRequest, inference::ModelInferResponse>(
+      std::move(request),
+      [this](grpc::ClientContext* c, const inference::ModelInferRequest* q, inference::ModelInferResponse* r,
+             std::function<void(grpc::Status)> f) { oip_stub_->async()->ModelInfer(c, q, r, std::move(f)); },
       std::move(done));
 }
 

@@ -27,6 +27,7 @@
 #include "client/retry_policy.h"
 #include "dserve/v1/inference.grpc.pb.h"
 #include "dserve/v1/inference.pb.h"
+#include "inference/grpc_service.grpc.pb.h"
 
 namespace dserve {
 
@@ -95,6 +96,9 @@ class Client {
   void ClassifyAsync(v1::ClassifyRequest request, Callback<v1::ClassifyResponse> done) const;
   void AnswerAsync(v1::AnswerRequest request, Callback<v1::AnswerResponse> done) const;
   void RerankAsync(v1::RerankRequest request, Callback<v1::RerankResponse> done) const;
+  // The Open Inference Protocol's ModelInfer on the same channel
+  // (inference.GRPCInferenceService; `dserve-client load --protocol oip`).
+  void ModelInferAsync(inference::ModelInferRequest request, Callback<inference::ModelInferResponse> done) const;
 
   // Connects now; true when the channel is READY before `timeout`.
   bool WaitForConnected(absl::Duration timeout) const;
@@ -116,6 +120,7 @@ class Client {
   const ClientOptions options_;
   const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<v1::Inference::Stub> stub_;
+  const std::unique_ptr<inference::GRPCInferenceService::Stub> oip_stub_;
 };
 
 // Reads a token file: its first line, surrounding whitespace removed; an

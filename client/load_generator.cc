@@ -35,7 +35,11 @@ class LoadRunner {
  public:
   LoadRunner(const LoadOptions& options, std::vector<std::unique_ptr<Client>> clients,
              std::vector<LoadRequest> inputs)
-      : options_(options), clients_(std::move(clients)), inputs_(std::move(inputs)) {}
+      : options_(options), clients_(std::move(clients)), inputs_(std::move(inputs)) {
+    if (options_.protocol == LoadOptions::Protocol::kOip) {
+      for (const LoadRequest& input : inputs_) oip_inputs_.push_back(ToModelInfer(input));
+    }
+  }
 
   LoadReport Run() {
     start_ = SteadyClock::now();
@@ -89,6 +93,10 @@ class LoadRunner {
     auto done = [this, send_time, counted, items](const grpc::Status& status, const auto&) {
       OnDone(send_time, counted, items, status.error_code());
     };
+    if (options_.protocol == LoadOptions::Protocol::kOip) {
+      client.ModelInferAsync(oip_inputs_[n % oip_inputs_.size()], done);
+      return;
+    }
     switch (input.task) {
       case LoadTask::kClassify: client.ClassifyAsync(input.classify, done); break;
       case LoadTask::kAnswer: client.AnswerAsync(input.answer, done); break;
@@ -183,6 +191,7 @@ class LoadRunner {
   const LoadOptions options_;
   const std::vector<std::unique_ptr<Client>> clients_;
   const std::vector<LoadRequest> inputs_;
+  std::vector<inference::ModelInferRequest> oip_inputs_;  // with --protocol oip: inputs_ as ModelInfer
   TimePoint start_;
   TimePoint measure_start_;
   std::atomic<uint64_t> next_input_{0};

@@ -48,6 +48,10 @@ struct LoadOptions {
   bool progress_tty = false;
   // How long to wait for the first connection. Default 10 s.
   double connect_timeout_s = 10;
+  // Which service the calls go to: dserve.v1 Classify/Answer/Rerank, or the
+  // Open Inference Protocol's ModelInfer with the same inputs as tensors.
+  enum class Protocol { kDserve, kOip };
+  Protocol protocol = Protocol::kDserve;
 };
 
 // Checks the combinations above; errors name the flags.

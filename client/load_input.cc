@@ -146,4 +146,37 @@ absl::StatusOr<std::vector<LoadRequest>> ReadLoadInputFile(LoadTask task, const 
   return requests;
 }
 
+namespace {
+
+void AddBytes(const std::string& name, const std::vector<std::string>& values, inference::ModelInferRequest* r) {
+  auto* t = r->add_inputs();
+  t->set_name(name);
+  t->set_datatype("BYTES");
+  t->add_shape(static_cast<int64_t>(values.size()));
+  for (const auto& v : values) t->mutable_contents()->add_bytes_contents(v);
+}
+
+}  // namespace
+
+inference::ModelInferRequest ToModelInfer(const LoadRequest& request) {
+  inference::ModelInferRequest r;
+  switch (request.task) {
+    case LoadTask::kClassify:
+      r.set_model_name(request.classify.model());
+      AddBytes("TEXT", {request.classify.texts().begin(), request.classify.texts().end()}, &r);
+      break;
+    case LoadTask::kAnswer:
+      r.set_model_name(request.answer.model());
+      AddBytes("QUESTION", {request.answer.question()}, &r);
+      AddBytes("CONTEXT", {request.answer.contexts().begin(), request.answer.contexts().end()}, &r);
+      break;
+    case LoadTask::kRerank:
+      r.set_model_name(request.rerank.model());
+      AddBytes("QUERY", {request.rerank.query()}, &r);
+      AddBytes("DOCUMENTS", {request.rerank.documents().begin(), request.rerank.documents().end()}, &r);
+      break;
+  }
+  return r;
+}
+
 }  // namespace dserve

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "dserve/v1/inference.pb.h"
+#include "inference/grpc_service.pb.h"
 
 namespace dserve {
 
@@ -31,6 +32,11 @@ struct LoadRequest {
   // Inputs the request carries: texts, contexts or documents.
   int items = 0;
 };
+
+// The same request as an Open Inference Protocol ModelInfer (the tensor
+// contract of docs/api.md: classify TEXT; answer QUESTION, CONTEXT; rerank
+// QUERY, DOCUMENTS; all BYTES).
+inference::ModelInferRequest ToModelInfer(const LoadRequest& request);
 
 // Parses one line for `model`. Errors name the missing or ill-typed key.
 absl::StatusOr<LoadRequest> ParseLoadLine(LoadTask task, const std::string& model,

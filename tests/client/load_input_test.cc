@@ -56,6 +56,37 @@ TEST(LoadInputTest, RerankDocumentsOrPassage) {
   EXPECT_EQ((*r)[1].rerank.query(), "q");
 }
 
+// --protocol oip sends the same inputs as the tensors of docs/api.md's
+// contract (the server's side is checked by e2e.oip_grpc).
+TEST(LoadInputTest, ModelInferCarriesTheSameInputsAsTensors) {
+  auto c = Parse(LoadTask::kClassify, "{\"texts\": [\"a\", \"b\u00e9\"]}\n");
+  auto a = Parse(LoadTask::kAnswer, "{\"question\": \"q?\", \"contexts\": [\"x\", \"y\"]}\n");
+  auto r = Parse(LoadTask::kRerank, "{\"query\": \"q\", \"documents\": [\"d1\", \"d2\", \"d3\"]}\n");
+  ASSERT_TRUE(c.ok() && a.ok() && r.ok());
+  auto names = [](const inference::ModelInferRequest& m) -> std::vector<std::string> {
+    std::vector<std::string> out;
+    for (const auto& t : m.inputs()) {
+      EXPECT_EQ(t.datatype(), "BYTES") << t.name();
+      EXPECT_EQ(t.shape_size(), 1) << t.name();
+      if (t.shape_size() == 1) EXPECT_EQ(t.shape(0), t.contents().bytes_contents_size()) << t.name();
+      out.push_back(t.name());
+    }
+    return out;
+  };
+  const inference::ModelInferRequest mc = ToModelInfer((*c)[0]);
+  EXPECT_EQ(mc.model_name(), "m");
+  EXPECT_EQ(names(mc), (std::vector<std::string>{"TEXT"}));
+  EXPECT_EQ(mc.inputs(0).contents().bytes_contents(1), "b\u00e9");
+  const inference::ModelInferRequest ma = ToModelInfer((*a)[0]);
+  EXPECT_EQ(names(ma), (std::vector<std::string>{"QUESTION", "CONTEXT"}));
+  EXPECT_EQ(ma.inputs(0).contents().bytes_contents(0), "q?");
+  EXPECT_EQ(ma.inputs(1).contents().bytes_contents(1), "y");
+  const inference::ModelInferRequest mr = ToModelInfer((*r)[0]);
+  EXPECT_EQ(names(mr), (std::vector<std::string>{"QUERY", "DOCUMENTS"}));
+  EXPECT_EQ(mr.inputs(1).shape(0), 3);
+  EXPECT_EQ(mr.inputs(1).contents().bytes_contents(2), "d3");
+}
+
 TEST(LoadInputTest, ErrorsNameTheLineAndTheKey) {
   struct Case {
     LoadTask task;
