@@ -66,6 +66,11 @@ absl::StatusOr<std::string> CheckpointVersion(const std::string& dir) {
     hash.Add(f.empty() ? std::string("-") : f.substr(files.dir.size()));
     if (!f.empty()) RETURN_IF_ERROR(HashFile(f, /*whole=*/false, &hash));
   }
+  // DeBERTa v1's BPE files; absent (every other family), versions stay as they were.
+  for (const std::string& f : files.bpe_files) {
+    hash.Add(f.substr(files.dir.size()));
+    RETURN_IF_ERROR(HashFile(f, /*whole=*/true, &hash));
+  }
   // Its flags change tokenization (ALBERT); absent, versions stay as they were.
   if (!files.tokenizer_config.empty()) {
     hash.Add(files.tokenizer_config.substr(files.dir.size()));
@@ -85,6 +90,7 @@ std::string CheckpointFingerprint(const std::string& dir) {
     if (!f.empty()) absl::StrAppend(&out, "|", FileStamp(f));
   }
   for (const auto& w : files->weights) absl::StrAppend(&out, "|", FileStamp(w));
+  for (const auto& f : files->bpe_files) absl::StrAppend(&out, "|", FileStamp(f));
   return out;
 }
 

@@ -315,6 +315,9 @@ absl::StatusOr<CheckpointFiles> ResolveCheckpoint(const std::string& dir) {
   }
   if (IsRegularFile(Join(dir, kAddedTokens))) files.added_tokens = Join(dir, kAddedTokens);
   if (IsRegularFile(Join(dir, kTokenizerConfig))) files.tokenizer_config = Join(dir, kTokenizerConfig);
+  for (const char* name : {"vocab.json", "merges.txt", "special_tokens_map.json"}) {
+    if (IsRegularFile(Join(dir, name))) files.bpe_files.push_back(Join(dir, name));
+  }
   return files;
 }
 

@@ -12,6 +12,8 @@
 //                                     tokenizer.json; none is allowed
 //   added_tokens.json                 optional (DeBERTa-v3's [MASK])
 //   tokenizer_config.json             optional (ALBERT's text-rule flags)
+//   vocab.json, merges.txt,           DeBERTa v1's byte-level BPE (read by its
+//   special_tokens_map.json           family; listed in bpe_files)
 //
 // Layout written: config.json, model.safetensors (metadata {"format": "pt"},
 // which transformers requires), spm.model or tokenizer.json when a tokenizer
@@ -47,6 +49,10 @@ struct CheckpointFiles {
   std::string tokenizer;     // spm.model, spiece.model or tokenizer.json; "" when absent
   std::string added_tokens;  // added_tokens.json when present, else ""
   std::string tokenizer_config;  // tokenizer_config.json when present, else ""
+  // The files of a GPT-2 byte-level BPE tokenizer (DeBERTa v1) when present:
+  // vocab.json, merges.txt, special_tokens_map.json, in that order. They
+  // change tokenization, so the serving version hashes them.
+  std::vector<std::string> bpe_files;
 };
 
 // Finds the files of the checkpoint in `dir`; `dir` may also be a `dserve

@@ -98,6 +98,23 @@ def albert_test_models():
     return {task: os.path.join(_models_dir(), "albert_" + task) for task in ("classify", "answer")}
 
 
+_V1_MODELS_DIR = None
+
+
+def deberta_v1_test_models():
+    """{task: checkpoint dir} of the DeBERTa v1 test models (classify, answer,
+    rerank) and "tokenizer": their GPT-2 BPE files alone
+    (tests/data/make_v1_test_models.py), made once per process."""
+    global _V1_MODELS_DIR
+    if _V1_MODELS_DIR is None:
+        out = scratch_dir("v1models")
+        atexit.register(shutil.rmtree, out, True)
+        subprocess.run([PYTHON, os.path.join(SOURCE, "tests", "data", "make_v1_test_models.py"), SHARED, out],
+                       check=True, stdout=subprocess.DEVNULL)
+        _V1_MODELS_DIR = out
+    return {task: os.path.join(_V1_MODELS_DIR, "v1_" + task) for task in ("classify", "answer", "rerank", "tokenizer")}
+
+
 # ------------------------------------------------------------------ server --
 
 _LIVE = set()
