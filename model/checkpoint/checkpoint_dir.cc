@@ -196,10 +196,20 @@ absl::Status CheckExtraFiles(const nlohmann::json& extra_files) {
 // Fills a fresh directory with every file of the checkpoint, each fsynced.
 absl::Status WriteContents(const std::string& tmp, const ModelConfig& config,
                            const std::vector<TensorToWrite>& tensors,
-                           const std::string& tokenizer_src, const nlohmann::json& extra_files) {
+                           const std::string& tokenizer_src, const nlohmann::json& extra_files,
+                           const std::vector<std::string>& tokenizer_files) {
   RETURN_IF_ERROR(WriteFileSynced(Join(tmp, kConfig), config.ToJson().dump(2) + "\n"));
   RETURN_IF_ERROR(WriteSafetensors(Join(tmp, kWeights), tensors, {{"format", "pt"}}));
   if (!tokenizer_src.empty()) RETURN_IF_ERROR(CopyTokenizer(tokenizer_src, tmp));
+  for (const std::string& src : tokenizer_files) {
+    const std::string base = src.substr(src.find_last_of('/') + 1);  // npos + 1 == 0
+    if (!IsPlainFileName(base) || base == kConfig || base == kWeights || base == kWeightIndex) {
+      return absl::InvalidArgumentError(absl::StrCat("tokenizer file ", src, ": not a tokenizer file name"));
+    }
+    absl::StatusOr<std::string> content = ReadFile(src);
+    if (!content.ok()) return absl::NotFoundError(absl::StrCat("tokenizer ", src, ": cannot read"));
+    RETURN_IF_ERROR(WriteFileSynced(Join(tmp, base), *content));
+  }
   if (extra_files.is_object()) {
     for (auto it = extra_files.begin(); it != extra_files.end(); ++it) {
       RETURN_IF_ERROR(WriteFileSynced(Join(tmp, it.key()), it.value().dump(2) + "\n"));
@@ -324,7 +334,8 @@ absl::StatusOr<CheckpointFiles> ResolveCheckpoint(const std::string& dir) {
 absl::Status WriteCheckpointDir(const std::string& dir, const ModelConfig& config,
                                 const std::vector<TensorToWrite>& tensors,
                                 const std::string& tokenizer_src,
-                                const nlohmann::json& extra_files) {
+                                const nlohmann::json& extra_files,
+                                const std::vector<std::string>& tokenizer_files) {
   const std::string target = StripTrailingSlashes(dir);
   if (target.empty() || target == "/") {
     return absl::InvalidArgumentError(absl::StrCat("invalid checkpoint directory \"", dir, "\""));
@@ -353,7 +364,7 @@ absl::Status WriteCheckpointDir(const std::string& dir, const ModelConfig& confi
                                             Errno()));
   }
   ::chmod(tmp.c_str(), 0755);  // mkdtemp makes it 0700
-  absl::Status status = WriteContents(tmp, config, tensors, tokenizer_src, extra_files);
+  absl::Status status = WriteContents(tmp, config, tensors, tokenizer_src, extra_files, tokenizer_files);
   if (status.ok()) {
     if (IsDirectory(target)) {
       status = SwapIntoPlace(tmp, target, parent);

@@ -17,7 +17,7 @@
 //
 // Layout written: config.json, model.safetensors (metadata {"format": "pt"},
 // which transformers requires), spm.model or tokenizer.json when a tokenizer
-// is given, and any extra JSON files. Torch-free.
+// is given, the BPE tokenizer files given, and any extra JSON files. Torch-free.
 #pragma once
 
 #include <map>
@@ -90,11 +90,16 @@ absl::StatusOr<CheckpointFiles> ResolveCheckpoint(const std::string& dir);
 // leave a complete old copy in `dir.old.XXXXXX` or `dir.tmp.XXXXXX` (safe to
 // delete). A failure before the swap removes the temp dir and leaves `dir`
 // as it was; `extra_files` names must be plain file names other than the
-// ones above. Not safe to call concurrently for the same `dir`.
+// ones above. `tokenizer_files` (paths) are copied as they are under their
+// own file names (DeBERTa v1's vocab.json, merges.txt,
+// special_tokens_map.json, tokenizer_config.json: CheckpointFiles::bpe_files);
+// a name of the checkpoint's own (config.json, model.safetensors) is refused.
+// Not safe to call concurrently for the same `dir`.
 absl::Status WriteCheckpointDir(const std::string& dir, const ModelConfig& config,
                                 const std::vector<TensorToWrite>& tensors,
                                 const std::string& tokenizer_src,
-                                const nlohmann::json& extra_files = {});
+                                const nlohmann::json& extra_files = {},
+                                const std::vector<std::string>& tokenizer_files = {});
 
 namespace internal {
 // Tests only: disables the RENAME_EXCHANGE path so the fallback runs.

@@ -108,7 +108,9 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Create(BpeModelSpec spec) {
   m->merges_.reserve(spec.merges.size());
   m->pair_rank_.reserve(spec.merges.size());
   for (size_t r = 0; r < spec.merges.size(); ++r) {
-    const auto& [left, right] = spec.merges[r];
+    // Plain references: clang (the fuzz build) cannot capture structured bindings in C++17.
+    const std::string& left = spec.merges[r].first;
+    const std::string& right = spec.merges[r].second;
     auto id_of = [&](const std::string& token) -> absl::StatusOr<int32_t> {
       auto it = m->piece_to_id_.find(token);
       if (it == m->piece_to_id_.end()) {

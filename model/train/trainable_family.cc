@@ -9,7 +9,8 @@ namespace dserve {
 
 absl::StatusOr<const TrainableFamily*> TrainableFamilyOf(const ModelConfig& config) {
   // One line per family (a third one is one more folder and one more line).
-  const TrainableFamily* families[] = {&DebertaTrainableFamily(), &AlbertTrainableFamily()};
+  const TrainableFamily* families[] = {&DebertaTrainableFamily(), &AlbertTrainableFamily(),
+                                       &DebertaV1TrainableFamily()};
   std::vector<std::string> known;
   for (const TrainableFamily* family : families) {
     if (config.model_type == family->model_type) return family;

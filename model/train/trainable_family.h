@@ -3,7 +3,8 @@
 // the family's sequence-classification head, under its Hugging Face names.
 // TrainableModel and the trainer never ask which family it is; each family's
 // part lives in its own folder (model/deberta/deberta_trainable.cc,
-// model/albert/albert_trainable.cc) and is one line in the registry of
+// model/albert/albert_trainable.cc, model/deberta_v1/deberta_v1_trainable.cc)
+// and is one line in the registry of
 // trainable_family.cc, keyed by config.json's model_type.
 //
 // Not thread-safe: one training loop owns an encoder.
@@ -36,6 +37,12 @@ class TrainableEncoder {
   // position_biased_input: no absolute position table, unless MLM's EMD
   // reads it).
   virtual std::vector<std::pair<std::string, torch::Tensor>> Named(bool for_checkpoint) const = 0;
+  // The encoder tensors the optimizer updates (fine-tuning), with the names
+  // its weight-decay and layer-lr rules read. By default the checkpoint's
+  // tensors (Named(true)); a family whose checkpoint layout is not the one
+  // it computes with (DeBERTa v1's fused in_proj) lists its live tensors,
+  // and its Named returns new tensors built from them.
+  virtual std::vector<std::pair<std::string, torch::Tensor>> Parameters() const { return Named(true); }
   // The DeBERTa encoder, for masked-LM training (the EMD runs its last
   // layer); nullptr in a family without MLM training (TrainableFamily::mlm).
   virtual const DebertaEncoder* deberta() const { return nullptr; }
@@ -83,13 +90,13 @@ struct TrainableFamily {
 };
 
 // `config`'s family; Unimplemented naming the model_type ("training is not
-// supported for this model family yet") when no family trains it (DeBERTa
-// v1, which is served but not trained).
+// supported for this model family yet") when no family trains it.
 absl::StatusOr<const TrainableFamily*> TrainableFamilyOf(const ModelConfig& config);
 
 // The families' entries (defined in their folders).
 const TrainableFamily& DebertaTrainableFamily();
 const TrainableFamily& AlbertTrainableFamily();
+const TrainableFamily& DebertaV1TrainableFamily();
 
 // Makes every tensor of `named` its own storage (a clone).
 void OwnStorage(const std::vector<std::pair<std::string, torch::Tensor>>& named);

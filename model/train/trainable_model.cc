@@ -137,7 +137,10 @@ std::vector<std::pair<std::string, torch::Tensor>> TrainableModel::Parameters() 
     // shared layer appears there under every layer's names.
     std::vector<std::pair<std::string, torch::Tensor>> params;
     std::set<const void*> seen;
-    for (auto& [name, t] : Named(/*for_checkpoint=*/true)) {
+    auto named = encoder_->Parameters();
+    if (classification_) classification_->AppendNamed(&named);
+    if (qa_) qa_->AppendNamed(&named);
+    for (auto& [name, t] : named) {
       if (seen.insert(t.unsafeGetTensorImpl()).second) params.emplace_back(name, t);
     }
     return params;
@@ -307,10 +310,10 @@ TensorsForWrite ToWrite(const std::vector<std::pair<std::string, torch::Tensor>>
 }
 
 absl::Status TrainableModel::Save(const std::string& dir, const ModelConfig& config, const std::string& tokenizer_src,
-                                  bool for_checkpoint) const {
+                                  bool for_checkpoint, const std::vector<std::string>& tokenizer_files) const {
   TensorsForWrite w;
   RETURN_IF_ERROR(TorchCall("copying weights", [&] { w = ToWrite(Named(for_checkpoint)); }));
-  return WriteCheckpointDir(dir, config, w.tensors, tokenizer_src);
+  return WriteCheckpointDir(dir, config, w.tensors, tokenizer_src, {}, tokenizer_files);
 }
 
 }  // namespace dserve

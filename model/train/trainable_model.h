@@ -79,9 +79,10 @@ class TrainableModel {
   std::vector<std::pair<std::string, torch::Tensor>> Parameters() const;
 
   // Writes a complete checkpoint directory (WriteCheckpointDir) with
-  // `config` and the tokenizer copied from `tokenizer_src`.
+  // `config` and the tokenizer copied from `tokenizer_src` (may be empty) and
+  // `tokenizer_files` (copied under their own names: DeBERTa v1's BPE files).
   absl::Status Save(const std::string& dir, const ModelConfig& config, const std::string& tokenizer_src,
-                    bool for_checkpoint) const;
+                    bool for_checkpoint, const std::vector<std::string>& tokenizer_files = {}) const;
 
   const ModelConfig& config() const { return config_; }
   Task task() const { return config_.task(); }

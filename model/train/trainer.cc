@@ -204,9 +204,15 @@ absl::Status Trainer::LoadTokenizerAndConfig() {
     RETURN_IF_ERROR(TrainableFamilyOf(config_).status());
     init_weights_ = files.weights;
     tokenizer_src_ = files.tokenizer;
-    if (o_.tokenizer_path.empty() && files.tokenizer.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(o_.init_dir, ": no spm.model, spiece.model or tokenizer.json (give --tokenizer)"));
+    tokenizer_files_ = files.bpe_files;
+    // Without a spm.model / tokenizer.json to copy it beside, the BPE
+    // tokenizer's tokenizer_config.json travels on its own.
+    if (files.tokenizer.empty() && !files.bpe_files.empty() && !files.tokenizer_config.empty()) {
+      tokenizer_files_.push_back(files.tokenizer_config);
+    }
+    if (o_.tokenizer_path.empty() && files.tokenizer.empty() && files.bpe_files.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          o_.init_dir, ": no spm.model, spiece.model, tokenizer.json or vocab.json + merges.txt (give --tokenizer)"));
     }
   } else {
     ASSIGN_OR_RETURN(config_, ModelConfig::FromFile(o_.config_path));
@@ -224,6 +230,7 @@ absl::Status Trainer::LoadTokenizerAndConfig() {
   }
   if (!o_.tokenizer_path.empty()) {
     tokenizer_src_ = o_.tokenizer_path;
+    tokenizer_files_.clear();
     RETURN_IF_ERROR(LoadTokenizerFile());
   } else if (!o_.init_dir.empty()) {
     // The checkpoint's tokenizer with its family's text rules, exactly as

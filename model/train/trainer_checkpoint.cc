@@ -90,7 +90,7 @@ absl::Status Trainer::SaveCheckpoint(const std::string& dir, const json& metrics
   c.dserve.training = TrainingSettings();
   c.dserve.training["step"] = step_;
   if (threshold) c.dserve.qa.null_score_diff_threshold = *threshold;
-  return model_->Save(dir, c, tokenizer_src_, /*for_checkpoint=*/true);
+  return model_->Save(dir, c, tokenizer_src_, /*for_checkpoint=*/true, tokenizer_files_);
 }
 
 absl::Status Trainer::FinishInterruptedSave() {

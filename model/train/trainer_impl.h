@@ -171,6 +171,9 @@ class Trainer {
   ModelConfig config_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::string tokenizer_src_;
+  // --init's BPE tokenizer files (DeBERTa v1: vocab.json, merges.txt, ...),
+  // copied into every checkpoint written beside tokenizer_src_.
+  std::vector<std::string> tokenizer_files_;
   std::vector<std::string> init_weights_;  // --init's safetensors
   bool init_head_compatible_ = false;
   int max_length_ = 0;

@@ -101,7 +101,9 @@ absl::Status Trainer::SetupOptimizer() {
     for (auto& [name, p] : params_) {
       // HF's Trainer: no decay on biases and LayerNorm weights (ALBERT's
       // are also named "...layer_norm").
-      const bool exclude = absl::EndsWith(name, ".bias") || name.find("LayerNorm") != std::string::npos ||
+      // DeBERTa v1's q_bias / v_bias end in "_bias" (HF: "bias" in the name).
+      const bool exclude = absl::EndsWith(name, ".bias") || absl::EndsWith(name, "_bias") ||
+                           name.find("LayerNorm") != std::string::npos ||
                            name.find("layer_norm") != std::string::npos;
       if (exclude) no_decay_names_.push_back(name);
       by_group[{!exclude, LayerLrMultiplier(name, config_.num_hidden_layers, o_.layer_lr_decay)}].push_back(p);
