@@ -108,20 +108,9 @@ class Routes {
   // The call's identity and deadline from the headers; a bad
   // request-timeout is a parse error.
   absl::Status ReadCall(const HttpRequest& req, const char* method, CallInfo* call, HttpResponse* res) {
-    call->protocol = Protocol::kHttp;
-    call->received = absl::Now();
-    call->request_id = RequestIdFor(req.header(kRequestIdHeader));
-    call->authorization = req.header("authorization");
-    res->headers.emplace_back(kRequestIdHeader, call->request_id);
-    if (req.has_header("request-timeout")) {
-      auto timeout = ParseRequestTimeout(req.header("request-timeout"));
-      if (!timeout.ok()) {
-        SendParseError(*call, method, timeout.status(), res);
-        return timeout.status();
-      }
-      call->deadline = call->received + *timeout;
-    }
-    return absl::OkStatus();
+    absl::Status status = ReadHttpCall(req, Protocol::kHttp, call, res);
+    if (!status.ok()) SendParseError(*call, method, status, res);
+    return status;
   }
 
   static void Apply(const CallOptions& options, CallInfo* call) {
@@ -352,6 +341,20 @@ class Routes {
 };
 
 }  // namespace
+
+absl::Status ReadHttpCall(const HttpRequest& req, Protocol protocol, CallInfo* call, HttpResponse* res) {
+  call->protocol = protocol;
+  call->received = absl::Now();
+  call->request_id = RequestIdFor(req.header(kRequestIdHeader));
+  call->authorization = req.header("authorization");
+  res->headers.emplace_back(kRequestIdHeader, call->request_id);
+  if (req.has_header("request-timeout")) {
+    auto timeout = ParseRequestTimeout(req.header("request-timeout"));
+    if (!timeout.ok()) return timeout.status();
+    call->deadline = call->received + *timeout;
+  }
+  return absl::OkStatus();
+}
 
 void RegisterHttpRoutes(HttpServer* server, RequestPath* path) {
   // Every handler holds the routes, so they live as long as the server's

@@ -24,12 +24,24 @@
 // its result is ready (the library reports no disconnect mid-request).
 #pragma once
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "server/protocol.h"
 
 namespace dserve {
 
 class HttpServer;
 class RequestPath;
+struct CallInfo;
+class HttpRequest;
+struct HttpResponse;
+
+// What the path needs of an HTTP call (both HTTP doors: this one and the
+// OIP REST door): protocol, arrival time, request id (echoed as the
+// x-request-id response header), authorization, and the deadline from a
+// `request-timeout` header. A malformed request-timeout is returned as an
+// error with `call` filled otherwise, so the door can refuse it.
+absl::Status ReadHttpCall(const HttpRequest& req, Protocol protocol, CallInfo* call, HttpResponse* res);
 
 // Registers the routes above on `server`. `path` must outlive every request
 // the server serves (stop the server first).

@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "server/doors/oip/oip_calls.h"
 #include "server/doors/http/http_json.h"
+#include "server/doors/http/http_routes.h"
 #include "server/net/http_server.h"
 
 namespace dserve {
@@ -344,21 +345,12 @@ class Routes {
 
   // The call's identity and deadline; a bad request-timeout is refused.
   absl::Status ReadCall(const HttpRequest& req, const char* method, CallInfo* call, HttpResponse* res) {
-    call->protocol = Protocol::kOip;
-    call->received = absl::Now();
-    call->request_id = RequestIdFor(req.header(kRequestIdHeader));
-    call->authorization = req.header("authorization");
-    res->headers.emplace_back(kRequestIdHeader, call->request_id);
-    if (req.has_header("request-timeout")) {
-      auto timeout = ParseRequestTimeout(req.header("request-timeout"));
-      if (!timeout.ok()) {
-        path()->Refuse(*call, method, timeout.status());
-        SendError(timeout.status(), res);
-        return timeout.status();
-      }
-      call->deadline = call->received + *timeout;
+    absl::Status status = ReadHttpCall(req, Protocol::kOip, call, res);
+    if (!status.ok()) {
+      path()->Refuse(*call, method, status);
+      SendError(status, res);
     }
-    return absl::OkStatus();
+    return status;
   }
 
   void Unknown(const HttpRequest& req, const absl::Status& status, HttpResponse* res) {
