@@ -1,6 +1,7 @@
 // DeBERTa v1's part of training (model/train/trainable_family.h):
 // fine-tuning a Hugging Face `model_type: "deberta"` checkpoint for
-// classify, rerank and answer. The encoder is DebertaEncoder with v1's
+// classify, rerank and answer, and continuing its masked-LM pretraining
+// (--task mlm, DebertaForMaskedLM). The encoder is DebertaEncoder with v1's
 // tensors mapped onto it (deberta_v1_weights.h) and following the live
 // weights; what the optimizer updates is that v2 layout (the query, key and
 // value rows of in_proj as three matrices: the same numbers, so the same
@@ -8,6 +9,16 @@
 // have (the key bias stays zero and frozen; pos_proj has no bias). Saves
 // write v1's names back: in_proj re-interleaved per head, exactly inverting
 // the split at load, q_bias, v_bias, pos_proj, pos_q_proj.
+//
+// Masked LM: the shared MlmHead (model/train/mlm.h) on the last layer's
+// states, as DebertaForMaskedLM computes it: dense -> act -> LayerNorm ->
+// word embeddingsᵀ + bias. Its names are HF's: cls.predictions.* (config
+// legacy true, the default; decoder tied to the word embeddings and written
+// as cls.predictions.decoder.{weight,bias} too) or lm_predictions.lm_head.*
+// (legacy false); a checkpoint carrying the other naming is loaded from it
+// and written under the config's, one without a head gets a fresh one. No
+// Enhanced Mask Decoder (TrainableFamily::mlm_emd false): HF's v1 classes
+// have none, so --no-emd changes nothing and no position table is added.
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
@@ -40,6 +51,9 @@ class DebertaV1Trainable final : public TrainableEncoder {
   // others keep v1's names (q_bias and v_bias end in "_bias": no weight
   // decay, as HF's Trainer decides by "bias" in the name).
   NamedTensors Parameters() const override { return Collect(/*v1_names=*/false); }
+
+  // MLM (MlmForward) runs this encoder; the EMD is off for v1.
+  const DebertaEncoder* deberta() const override { return encoder_.get(); }
 
   absl::Status SetGradientCheckpointing(bool on) override {
     encoder_->set_gradient_checkpointing(on);
@@ -136,19 +150,19 @@ HeadDropout DebertaV1HeadDropout(const ModelConfig& config) {
 }  // namespace
 
 const TrainableFamily& DebertaV1TrainableFamily() {
-  // Fine-tuning only (--init a v1 checkpoint, its own BPE tokenizer): v1's
-  // masked-LM head (cls.predictions / lm_predictions.lm_head) is not
-  // implemented, and fresh v1 weights are not drawn.
+  // From a v1 checkpoint only (--init, its own BPE tokenizer): fresh v1
+  // weights are not drawn. MLM without the EMD (DebertaForMaskedLM).
   static const TrainableFamily family{"deberta",
                                       "Deberta",
-                                      /*mlm=*/false,
+                                      /*mlm=*/true,
                                       /*from_scratch=*/false,
                                       /*other_tokenizer=*/false,
                                       /*init=*/nullptr,
                                       &Load,
                                       &ClassificationHead::Load,
                                       &ClassificationHead::Init,
-                                      &DebertaV1HeadDropout};
+                                      &DebertaV1HeadDropout,
+                                      /*mlm_emd=*/false};
   return family;
 }
 

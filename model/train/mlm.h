@@ -2,8 +2,9 @@
 //
 // - MaskTokens: BERT/DeBERTa masking (15% of the non-special tokens, of
 //   which 80% [MASK], 10% a random id, 10% kept), optionally in spans;
-// - MlmHead: the DebertaV2ForMaskedLM prediction head, in either of Hugging
-//   Face's layouts (`legacy` true: cls.predictions.*, false:
+// - MlmHead: the DebertaV2ForMaskedLM prediction head (DeBERTa v1's
+//   DebertaForMaskedLM has the same one under the same names), in either of
+//   Hugging Face's layouts (`legacy` true: cls.predictions.*, false:
 //   lm_predictions.lm_head.*), decoder tied to the word embeddings;
 // - SopHead: ALBERT's sentence-order prediction head (our extension, saved
 //   under dserve_sop.*);

@@ -43,8 +43,9 @@ class TrainableEncoder {
   // it computes with (DeBERTa v1's fused in_proj) lists its live tensors,
   // and its Named returns new tensors built from them.
   virtual std::vector<std::pair<std::string, torch::Tensor>> Parameters() const { return Named(true); }
-  // The DeBERTa encoder, for masked-LM training (the EMD runs its last
-  // layer); nullptr in a family without MLM training (TrainableFamily::mlm).
+  // The DeBERTa encoder, for masked-LM training (MlmForward; the EMD runs
+  // its last layer); nullptr in a family without MLM training
+  // (TrainableFamily::mlm).
   virtual const DebertaEncoder* deberta() const { return nullptr; }
   // --gradient-checkpointing: recompute each layer's activations in
   // backward instead of keeping them. Unimplemented where the family lacks it.
@@ -84,6 +85,10 @@ struct TrainableFamily {
   absl::StatusOr<ClassificationHead> (*init_classification)(const ModelConfig& config, torch::ScalarType dtype,
                                                             const torch::Device& device);
   HeadDropout (*head_dropout)(const ModelConfig& config);
+  // Whether --task mlm runs the Enhanced Mask Decoder (Microsoft's
+  // DeBERTa-v2/v3 pretraining) unless --no-emd. DeBERTa v1's
+  // DebertaForMaskedLM has none: its MLM head always reads the last layer.
+  bool mlm_emd = true;
 
   // "AlbertForQuestionAnswering" for "ForQuestionAnswering".
   std::string Architecture(const char* suffix) const { return std::string(architecture_prefix) + suffix; }

@@ -145,9 +145,17 @@ std::vector<std::pair<std::string, torch::Tensor>> TrainableModel::Parameters() 
     }
     return params;
   }
-  // MLM: the encoder (position table included, for the EMD) and the heads'
-  // own tensors (the decoder is tied to the word embeddings), each once.
-  auto params = encoder_->Named(/*for_checkpoint=*/false);
+  // MLM: the encoder's trained tensors (DeBERTa-v2/v3: the position table
+  // included, for the EMD; v1: its live q/k/v layout, not the in_proj built
+  // for saving), each once, and the heads' own tensors (the decoder is tied
+  // to the word embeddings).
+  std::vector<std::pair<std::string, torch::Tensor>> params;
+  {
+    std::set<const void*> seen;
+    for (auto& [name, t] : encoder_->Parameters()) {
+      if (seen.insert(t.unsafeGetTensorImpl()).second) params.emplace_back(name, t);
+    }
+  }
   std::vector<std::pair<std::string, torch::Tensor>> head_named;
   mlm_->AppendNamed(encoder_->deberta()->weights().embeddings.word, &head_named);
   if (sop_) sop_->AppendNamed(&head_named);
@@ -168,7 +176,8 @@ std::vector<std::pair<std::string, torch::Tensor>> TrainableModel::Parameters() 
 
 MlmOutput TrainableModel::Mlm(const MlmBatch& batch, bool use_emd, bool training) const {
   CpuAutocastScope autocast(training && bf16_autocast_);
-  return MlmForward(*encoder_->deberta(), *mlm_, sop_ ? &*sop_ : nullptr, batch, use_emd,
+  // A family without the EMD (DeBERTa v1) ignores use_emd.
+  return MlmForward(*encoder_->deberta(), *mlm_, sop_ ? &*sop_ : nullptr, batch, use_emd && family_->mlm_emd,
                     training ? TrainingDropout() : Dropout{});
 }
 

@@ -1,7 +1,8 @@
 // An encoder + task head whose weights require grad: the training
 // counterpart of the served Network, for the config's model family
-// (trainable_family.h: DeBERTa-v2/v3 for every task, MLM included; ALBERT
-// for classify, rerank and answer), tensors under that family's HF names.
+// (trainable_family.h: DeBERTa-v2/v3 for every task, MLM included; DeBERTa
+// v1 from --init for every task, MLM without the EMD; ALBERT for classify,
+// rerank and answer), tensors under that family's HF names.
 // Forward in training mode adds the dropout the config asks for.
 //
 // Not thread-safe: one training loop owns it.

@@ -174,7 +174,7 @@ absl::Status Trainer::Setup() {
                 {"listwise", o_.listwise},
                 {"bf16", o_.bf16},
                 {"gradient_checkpointing", o_.gradient_checkpointing},
-                {"emd", !o_.no_emd},
+                {"emd", !o_.no_emd && family_->mlm_emd},
                 {"objective", o_.objective.empty() ? "mlm" : o_.objective},
                 {"no_decay", no_decay_names_},
                 {"world_size", comm_->world_size()}};
@@ -226,7 +226,8 @@ absl::Status Trainer::LoadTokenizerAndConfig() {
     return absl::UnimplementedError(absl::StrCat(
         "model_type \"", config_.model_type, "\": ", unsupported,
         " is not supported for this family; dserve train fine-tunes its checkpoints (--init DIR, with the "
-        "tokenizer and text rules found there) for --task classify, rerank or answer"));
+        "tokenizer and text rules found there) for --task classify, rerank or answer",
+        family_->mlm ? ", and continues its masked-LM pretraining (--task mlm)" : ""));
   }
   if (!o_.tokenizer_path.empty()) {
     tokenizer_src_ = o_.tokenizer_path;
@@ -329,6 +330,11 @@ absl::Status Trainer::LoadData() {
       if (has_eval_) { ASSIGN_OR_RETURN(mlm_eval_, ReadMlmExamples(o_.eval_path, *tokenizer_, max_length_, sop_, o_.seed + 1)); }
       if (has_test) { ASSIGN_OR_RETURN(mlm_test_, ReadMlmExamples(o_.test_path, *tokenizer_, max_length_, sop_, o_.seed + 3)); }
       init_head_compatible_ = true;  // MlmHead::Load initialises what is missing
+      if (!family_->mlm_emd && IsMain()) {
+        log_->info("model_type \"{}\": {}ForMaskedLM has no Enhanced Mask Decoder; the MLM head reads the last "
+                   "layer{}", config_.model_type, family_->architecture_prefix,
+                   o_.no_emd ? " (--no-emd changes nothing)" : "");
+      }
       config_.architectures = {family_->Architecture("ForMaskedLM")};
       config_.id2label.clear();
       config_.problem_type.clear();
@@ -454,7 +460,7 @@ json Trainer::TrainingSettings() const {
   if (task_ == Task::kMlm) {
     j["objective"] = o_.objective.empty() ? "mlm" : o_.objective;
     j["span_masking"] = o_.span_masking;
-    j["emd"] = !o_.no_emd;
+    j["emd"] = !o_.no_emd && family_->mlm_emd;  // what ran: v1 has no EMD
     j["mask_prob"] = o_.mask_prob;
   }
   return j;

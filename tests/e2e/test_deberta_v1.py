@@ -532,18 +532,23 @@ class DebertaV1LoadErrorsTest(unittest.TestCase):
         self.assertEqual(code, 2, err)
         self.assertIn("vocab_size is 1000", err)
 
-    def test_masked_lm_training_on_a_v1_checkpoint_says_it_is_not_supported(self):
-        # Fine-tuning v1 is e2e.deberta_v1_train's; v1 has no MLM head here.
+    def test_training_v1_from_fresh_weights_says_it_is_not_supported(self):
+        # Training v1 from --init (classify, answer, rerank, mlm) is
+        # e2e.deberta_v1_train's; fresh v1 weights (--config) are not drawn.
         folder = e2e.scratch_dir("v1-train")
         data = os.path.join(folder, "train.txt")
         with open(data, "w") as f:
             f.write("a line of text for masked language modelling\n")
-        out = subprocess.run([e2e.BIN, "train", "--task", "mlm", "--train", data, "--init",
-                              e2e.deberta_v1_test_models()["classify"], "--out", os.path.join(folder, "out")],
+        model = e2e.deberta_v1_test_models()["classify"]
+        out = subprocess.run([e2e.BIN, "train", "--task", "mlm", "--train", data, "--config",
+                              os.path.join(model, "config.json"), "--tokenizer", os.path.join(model, "vocab.json"),
+                              "--out", os.path.join(folder, "out")],
                              capture_output=True, text=True, timeout=120)
         self.assertEqual(out.returncode, 2, out.stderr)
-        self.assertIn('model_type "deberta": --task mlm is not supported for this family', out.stderr)
+        self.assertIn('model_type "deberta": --config (fresh weights) is not supported for this family', out.stderr)
+        self.assertIn("--task mlm", out.stderr)
         self.assertFalse(os.path.exists(os.path.join(folder, "out", "best")))
+
 
 if __name__ == "__main__":
     unittest.main()

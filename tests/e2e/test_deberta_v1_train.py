@@ -16,9 +16,19 @@ directory that
   resolution) holds the input's tensors bit for bit, which proves that the
   re-interleaving on save inverts the split on load;
 - trained on a learnable toy set, the loss goes down and the weights move.
---task mlm on v1 is refused, naming the family and the task."""
+
+--task mlm (continued masked-LM pretraining, DebertaForMaskedLM, no Enhanced
+Mask Decoder) from a checkpoint without an MLM head draws the head fresh and
+writes it under HF's legacy names (cls.predictions.transform.dense,
+.transform.LayerNorm, .bias, and the tied .decoder.weight = the word
+embeddings, .decoder.bias = .bias), architectures DebertaForMaskedLM; the
+reader (with DebertaForMaskedLM's head) reproduces dserve's MLM loss on the
+masked batches of a run from the written directory, whose vanishing-lr
+re-save is bit for bit the same; a head under the newer
+lm_predictions.lm_head.* names is loaded from there; the loss falls."""
 import json
 import os
+import shutil
 import struct
 import subprocess
 import unittest
@@ -37,6 +47,13 @@ QA = [("When does the miller open the doors?",
       ("Who opens the doors?",
        "A river runs past the old mill, and the MILLER still opens the doors every morning at six.", "the MILLER"),
       ("What runs past the mill?", "A river runs past the old mill, and the miller sleeps.", "A river")]
+MLM_TEXT = ["The old mill opens its doors every morning at six.",
+            "A river runs past the village and the children throw flat stones.",
+            "The miller has been there for two hundred years.",
+            "In the afternoon the light on the water turns golden."]
+MLM_HEAD = ["cls.predictions.transform.dense.weight", "cls.predictions.transform.dense.bias",
+            "cls.predictions.transform.LayerNorm.weight", "cls.predictions.transform.LayerNorm.bias",
+            "cls.predictions.bias", "cls.predictions.decoder.weight", "cls.predictions.decoder.bias"]
 RERANK = [{"query": "refund my order", "positive": "Refunds are paid back to the card within five days.",
            "negatives": ["Parcels ship from our warehouse in Lyon.", "Opening hours are nine to five."]},
           {"query": "where is my parcel", "positive": "Track a parcel with the link in your shipping e-mail.",
@@ -45,8 +62,8 @@ RERANK = [{"query": "refund my order", "positive": "Refunds are paid back to the
 
 # ------------------------------------------------ independent v1 reader --
 
-def read_safetensors(path):
-    """{name: float64 array} of an F32 safetensors file, and its header."""
+def read_safetensors(path, with_metadata=False):
+    """{name: array} of an F32 (I64: --dump-batches) safetensors file, and its header."""
     with open(path, "rb") as f:
         (n,) = struct.unpack("<Q", f.read(8))
         header = json.loads(f.read(n))
@@ -55,10 +72,27 @@ def read_safetensors(path):
     for name, spec in header.items():
         if name == "__metadata__":
             continue
-        assert spec["dtype"] == "F32", (name, spec["dtype"])
+        assert spec["dtype"] in ("F32", "I64"), (name, spec["dtype"])
         begin, end = spec["data_offsets"]
-        tensors[name] = np.frombuffer(data[begin:end], dtype="<f4").reshape(spec["shape"])
+        dtype = "<f4" if spec["dtype"] == "F32" else "<i8"
+        tensors[name] = np.frombuffer(data[begin:end], dtype=dtype).reshape(spec["shape"])
+    if with_metadata:
+        return tensors, header.get("__metadata__", {})
     return tensors, {k: v for k, v in header.items() if k != "__metadata__"}
+
+
+def write_safetensors(path, tensors):
+    """F32 safetensors, tensors in sorted-name order."""
+    header, blobs, offset = {}, [], 0
+    for name in sorted(tensors):
+        blob = np.ascontiguousarray(tensors[name], dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape), "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    head = json.dumps(header).encode()
+    head += b" " * (-len(head) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(head)) + head + b"".join(blobs))
 
 
 def layer_norm(x, w, b, eps):
@@ -85,6 +119,30 @@ class V1Reference:
         self.w = {k[len("deberta."):] if k.startswith("deberta.") else k: v.astype(np.float64) for k, v in raw.items()}
 
     def forward(self, ids, token_types):
+        x = self.encode(ids, token_types)
+        w, c = self.w, self.c
+        if "qa_outputs.weight" in w:
+            out = x @ w["qa_outputs.weight"].T + w["qa_outputs.bias"]
+            return {"start_logits": out[:, 0], "end_logits": out[:, 1]}
+        pooled = ACT[c.get("pooler_hidden_act", "gelu")](x[0] @ w["pooler.dense.weight"].T + w["pooler.dense.bias"])
+        return {"logits": pooled @ w["classifier.weight"].T + w["classifier.bias"]}
+
+    def mlm_logits(self, ids, token_types):
+        """DebertaForMaskedLM (no EMD): LN(act(dense(H_N))) · E_wordᵀ + bias, [L, V];
+        the head under cls.predictions.* (legacy) or lm_predictions.lm_head.*."""
+        x = self.encode(ids, token_types)
+        w, c = self.w, self.c
+        if "cls.predictions.bias" in w:
+            dense, norm, bias = "cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm", \
+                "cls.predictions.bias"
+        else:
+            dense, norm, bias = "lm_predictions.lm_head.dense", "lm_predictions.lm_head.LayerNorm", \
+                "lm_predictions.lm_head.bias"
+        y = ACT[c["hidden_act"]](x @ w[dense + ".weight"].T + w[dense + ".bias"])
+        y = layer_norm(y, w[norm + ".weight"], w[norm + ".bias"], c.get("layer_norm_eps", 1e-7))
+        return y @ w["embeddings.word_embeddings.weight"].T + w[bias]
+
+    def encode(self, ids, token_types):
         c, w = self.c, self.w
         H, h = c["hidden_size"], c["num_attention_heads"]
         d = H // h
@@ -136,11 +194,7 @@ class V1Reference:
             f = ACT[c["hidden_act"]](a @ w[p + "intermediate.dense.weight"].T + w[p + "intermediate.dense.bias"])
             x = layer_norm(f @ w[p + "output.dense.weight"].T + w[p + "output.dense.bias"] + a,
                            w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"], eps)
-        if "qa_outputs.weight" in w:
-            out = x @ w["qa_outputs.weight"].T + w["qa_outputs.bias"]
-            return {"start_logits": out[:, 0], "end_logits": out[:, 1]}
-        pooled = ACT[c.get("pooler_hidden_act", "gelu")](x[0] @ w["pooler.dense.weight"].T + w["pooler.dense.bias"])
-        return {"logits": pooled @ w["classifier.weight"].T + w["classifier.bias"]}
+        return x
 
 
 # ------------------------------------------------------------- helpers --
@@ -204,7 +258,11 @@ class DebertaV1FineTuneTest(unittest.TestCase):
                     f.write(json.dumps({"query": row["query"], "passage": row["positive"], "label": 1}) + "\n")
                     for negative in row["negatives"]:
                         f.write(json.dumps({"query": row["query"], "passage": negative, "label": 0}) + "\n")
-        cls.data = {"classify": classify_data, "answer": squad_data, "rerank": rerank_data}
+        mlm_data = os.path.join(cls.folder, "text.txt")
+        with open(mlm_data, "w") as f:
+            for _ in range(6):
+                f.write("".join(line + "\n" for line in MLM_TEXT) + "\n")
+        cls.data = {"classify": classify_data, "answer": squad_data, "rerank": rerank_data, "mlm": mlm_data}
         cls.tasks = ("classify", "answer", "rerank")
         cls.out, cls.frozen = {}, {}
         for task in cls.tasks:
@@ -213,6 +271,24 @@ class DebertaV1FineTuneTest(unittest.TestCase):
             # lr 1e-30: every AdamW update (and decay) rounds away in float32.
             cls.frozen[task] = os.path.join(cls.folder, task + "-frozen")
             train(task, cls.init[task], cls.data[task], cls.frozen[task], "--lr", "1e-30", "--max-steps", "2")
+        # MLM from the v1 classifier (the released configs' form: no absolute positions, "c2p|p2c"), which
+        # has no MLM head; then a vanishing-lr run from what it wrote (its dropout set to 0 in config.json,
+        # so that the training loss is the model's), dumping its masked batches.
+        cls.out["mlm"] = os.path.join(cls.folder, "mlm")
+        cls.mlm_log = train("mlm", cls.init["classify"], mlm_data, cls.out["mlm"], "--lr", "2e-3", "--epochs", "6")
+        no_dropout = os.path.join(cls.folder, "mlm-no-dropout")
+        shutil.copytree(os.path.join(cls.out["mlm"], "best"), no_dropout)
+        with open(os.path.join(no_dropout, "config.json")) as f:
+            config = json.load(f)
+        for key in ("hidden_dropout_prob", "attention_probs_dropout_prob", "pooler_dropout", "cls_dropout"):
+            if key in config:
+                config[key] = 0.0
+        with open(os.path.join(no_dropout, "config.json"), "w") as f:
+            json.dump(config, f)
+        cls.frozen["mlm"] = os.path.join(cls.folder, "mlm-frozen")
+        cls.mlm_dump = os.path.join(cls.folder, "mlm-dump")
+        cls.mlm_frozen_log = train("mlm", no_dropout, mlm_data, cls.frozen["mlm"],
+                                   "--lr", "1e-30", "--max-steps", "3", "--dump-batches", cls.mlm_dump)
 
     def rows(self, model_dir, seed):
         with open(os.path.join(model_dir, "config.json")) as f:
@@ -316,14 +392,103 @@ class DebertaV1FineTuneTest(unittest.TestCase):
         self.assertEqual(len(losses(out)), 4)
         self.assert_reader_agrees(os.path.join(out, "best"))
 
-    def test_mlm_is_refused_naming_v1(self):
-        text = os.path.join(self.folder, "text.txt")
-        with open(text, "w") as f:
-            f.write("some text for masked language modelling\n")
-        result = run_train("mlm", self.init["classify"], text, os.path.join(self.folder, "mlm"))
-        self.assertNotEqual(result.returncode, 0)
-        self.assertIn('model_type "deberta"', result.stderr)
-        self.assertIn("--task mlm is not supported", result.stderr)
+    def test_mlm_writes_a_v1_masked_lm_under_hf_names(self):
+        self.assertIn("MLM head initialised", self.mlm_log)  # the classifier has no MLM head
+        self.assertIn("no Enhanced Mask Decoder", self.mlm_log)
+        best = os.path.join(self.out["mlm"], "best")
+        want, _ = read_safetensors(os.path.join(self.init["classify"], "model.safetensors"))
+        got, shapes = read_safetensors(os.path.join(best, "model.safetensors"))
+        encoder = {k for k in want if k.startswith("deberta.")}
+        self.assertEqual(set(got), encoder | set(MLM_HEAD))
+        for name in encoder:
+            self.assertEqual(shapes[name]["shape"], list(want[name].shape), name)
+        H, V = 64, 1000
+        self.assertEqual(shapes["cls.predictions.transform.dense.weight"]["shape"], [H, H])
+        self.assertEqual(shapes["cls.predictions.bias"]["shape"], [V])
+        # The decoder is tied: HF's state_dict holds the word embeddings and the bias under its names too.
+        self.assertTrue(np.array_equal(got["cls.predictions.decoder.weight"],
+                                       got["deberta.embeddings.word_embeddings.weight"]))
+        self.assertTrue(np.array_equal(got["cls.predictions.decoder.bias"], got["cls.predictions.bias"]))
+        with open(os.path.join(best, "config.json")) as f:
+            config = json.load(f)
+        self.assertEqual(config["model_type"], "deberta")
+        self.assertEqual(config["architectures"], ["DebertaForMaskedLM"])
+        self.assertTrue(config.get("legacy", True))
+        self.assertFalse(config["dserve"]["training"]["emd"])
+        for name in ("vocab.json", "merges.txt", "tokenizer_config.json"):
+            with open(os.path.join(best, name), "rb") as a, open(os.path.join(self.init["classify"], name), "rb") as b:
+                self.assertEqual(a.read(), b.read(), name)
+
+    def test_reader_reproduces_dserves_mlm_loss_on_the_written_directory(self):
+        # A run from the written directory loads its head (nothing initialised); at lr 1e-30 its weights
+        # stay those of the directory, so every dumped step's loss is that directory's MLM loss on the
+        # step's masked batches: mean cross-entropy of the reader's logits over the targets.
+        self.assertNotIn("initialised", self.mlm_frozen_log)
+        ref = V1Reference(os.path.join(self.out["mlm"], "best"))
+        steps = sorted(f for f in os.listdir(self.mlm_dump) if f.startswith("step_"))
+        self.assertEqual(len(steps), 3)
+        worst = 0.0
+        for step in steps:
+            tensors, meta = read_safetensors(os.path.join(self.mlm_dump, step), with_metadata=True)
+            info = json.loads(meta["dserve"])
+            total, count = 0.0, 0
+            for m in range(info["micro_batches"]):
+                ids, mask, labels = (tensors["m%d.%s" % (m, k)] for k in ("input_ids", "attention_mask", "labels"))
+                for row in range(ids.shape[0]):
+                    n = int(mask[row].sum())
+                    logits = ref.mlm_logits(ids[row, :n], np.zeros(n, dtype=np.int64))
+                    for i in np.nonzero(labels[row, :n] >= 0)[0]:
+                        z = logits[i] - logits[i].max()
+                        total -= z[labels[row, i]] - np.log(np.exp(z).sum())
+                        count += 1
+            self.assertEqual(count, info["targets"], step)
+            self.assertGreater(count, 0)
+            self.assertAlmostEqual(total / count, info["loss"], delta=TOL, msg=step)
+            worst = max(worst, abs(total / count - info["loss"]))
+        print("\nv1 MLM: reader vs dserve loss over %d dumped steps: max |diff| %.3g" % (len(steps), worst))
+        # ... and re-saved bit for bit: the head round-trips under its names.
+        want, _ = read_safetensors(os.path.join(self.out["mlm"], "best", "model.safetensors"))
+        got, _ = read_safetensors(os.path.join(self.frozen["mlm"], "best", "model.safetensors"))
+        self.assertEqual(set(got), set(want))
+        for name, value in want.items():
+            self.assertTrue(np.array_equal(got[name].view(np.uint32), value.view(np.uint32)), name)
+
+    def test_mlm_head_under_the_newer_lm_predictions_names_is_loaded(self):
+        # transformers' non-legacy DebertaForMaskedLM (and Microsoft's files) name the head
+        # lm_predictions.lm_head.{dense, LayerNorm, bias}; such a checkpoint (config legacy true) is read
+        # from those names and written under cls.predictions.*, values unchanged at lr 1e-30.
+        source = os.path.join(self.out["mlm"], "best")
+        renamed = os.path.join(self.folder, "mlm-lm-predictions")
+        os.makedirs(renamed, exist_ok=True)
+        for name in os.listdir(source):
+            if name != "model.safetensors":
+                with open(os.path.join(source, name), "rb") as a, open(os.path.join(renamed, name), "wb") as b:
+                    b.write(a.read())
+        tensors, _ = read_safetensors(os.path.join(source, "model.safetensors"))
+        newer = {k: v for k, v in tensors.items() if not k.startswith("cls.")}
+        for old, new in (("cls.predictions.transform.dense", "lm_predictions.lm_head.dense"),
+                         ("cls.predictions.transform.LayerNorm", "lm_predictions.lm_head.LayerNorm")):
+            for part in ("weight", "bias"):
+                newer[new + "." + part] = tensors[old + "." + part]
+        newer["lm_predictions.lm_head.bias"] = tensors["cls.predictions.bias"]
+        write_safetensors(os.path.join(renamed, "model.safetensors"), newer)
+        out = os.path.join(self.folder, "mlm-from-lm-predictions")
+        log = train("mlm", renamed, self.data["mlm"], out, "--lr", "1e-30", "--max-steps", "1")
+        self.assertNotIn("initialised", log)
+        got, _ = read_safetensors(os.path.join(out, "best", "model.safetensors"))
+        self.assertEqual(set(got), set(tensors))
+        for name, value in tensors.items():
+            self.assertTrue(np.array_equal(got[name].view(np.uint32), value.view(np.uint32)), name)
+
+    def test_mlm_training_learns(self):
+        curve = losses(self.out["mlm"])
+        self.assertGreaterEqual(len(curve), 6)
+        k = max(2, len(curve) // 4)
+        self.assertLess(np.mean(curve[-k:]), np.mean(curve[:k]) - 0.5, curve)
+        want, _ = read_safetensors(os.path.join(self.init["classify"], "model.safetensors"))
+        got, _ = read_safetensors(os.path.join(self.out["mlm"], "best", "model.safetensors"))
+        name = "deberta.encoder.layer.1.attention.self.in_proj.weight"
+        self.assertGreater(np.abs(got[name] - want[name]).max(), 1e-4)
 
 
 if __name__ == "__main__":

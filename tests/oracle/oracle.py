@@ -16,6 +16,10 @@ query's list), the run's hyperparameters and dserve's loss per step. The
 normalisation of each step's loss (units, masked tokens) is recounted here
 from the batches and must equal what dserve used.
 
+DeBERTa v1 (`model_type: "deberta"`, issue 26): deberta_v1_oracle.py's
+float32 v1 forward written from shared/goldens/deberta_v1/README.md, with
+HF's Deberta* heads; v1 MLM has no EMD (DebertaForMaskedLM reads H_N).
+
 Objectives, as dserve trains them (docs/training.md):
   classify  cross-entropy over [CLS] -> ContextPooler -> classifier, mean
             over the step's examples (multi-label: BCE, mean over labels
@@ -43,7 +47,8 @@ Exit 0 when every step's |loss - dserve loss| <= tolerance, 1 otherwise.
 --perturb (to show that the check can fail): lr (x1.1), decay_all (weight
 decay on every tensor), no_emd (MLM head on H_N), micro_mean (each
 micro-batch's own mean, averaged: the grad-accumulation bug of issue 18
-defect 1), no_clip.
+defect 1), no_clip, v1_scale (DeBERTa v1: sqrt(d) instead of
+sqrt(d (1 + len(pos_att_type)))).
 """
 
 import argparse
@@ -61,6 +66,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "eager"))
 sys.path.insert(0, os.path.join(HERE, "..", "model", "reference"))
 import albert_eager  # noqa: E402
+import deberta_v1_oracle as v1  # noqa: E402
 import eager_baseline as eager  # noqa: E402
 from deberta_reference import act, read_safetensors  # noqa: E402
 
@@ -148,6 +154,48 @@ class AlbertOracle(nn.Module, TaskLosses):
     def qa_logits(self, ids, mask, tt):
         out = self.m(ids, mask, tt)
         return torch.stack([out["start_logits"], out["end_logits"]], -1)
+
+
+class V1OracleModel(nn.Module, TaskLosses):
+    """DeBERTa v1 (deberta_v1_oracle.py: HF's v1 forward from
+    shared/goldens/deberta_v1/README.md) + the task's Deberta* head; no EMD
+    for MLM (DebertaForMaskedLM has none). perturb "v1_scale": scores
+    scaled by sqrt(d) instead of sqrt(d (1 + len(pos_att_type)))."""
+
+    def __init__(self, config, task, sop, perturb=None):
+        super().__init__()
+        refuse_dropout(config)
+        if float(config.get("cls_dropout", 0) or 0) != 0:
+            raise ValueError("the oracle runs without dropout: config cls_dropout = %s" % config["cls_dropout"])
+        self.task = task
+        self.deberta = v1.V1Encoder(config, scale_perturbed=perturb == "v1_scale")
+        v1.build_heads(self, config, task, sop)
+
+    def dump_names(self):
+        return dict(self.named_parameters())
+
+    def cls_logits(self, ids, mask, tt):
+        h = self.deberta(ids, mask, tt)
+        return self.classifier(self.pooler_act(self.pooler.dense(h[:, 0])))
+
+    def qa_logits(self, ids, mask, tt):
+        return self.qa_outputs(self.deberta(ids, mask, tt))
+
+    def mlm_loss_sum(self, m, ids, mask, tt, perturb):
+        h = self.deberta(ids, mask, tt)
+        labels = m["labels"]
+        sel = labels >= 0
+        head = self.mlm_head[0]
+        x = head.LayerNorm(self.mlm_act(head.dense(h[sel])))
+        logits = x @ self.deberta.embeddings.word_embeddings.weight.t() + head.bias
+        mlm = F.cross_entropy(logits, labels[sel], reduction="sum")
+        sop = None
+        if "sop_labels" in m and hasattr(self, "dserve_sop"):
+            y = m["sop_labels"]
+            valid = y >= 0
+            pooled = self.sop_act(self.dserve_sop.pooler.dense(h[:, 0]))
+            sop = F.cross_entropy(self.dserve_sop.classifier(pooled)[valid], y[valid], reduction="sum")
+        return mlm, sop
 
 
 class OracleModel(nn.Module, TaskLosses):
@@ -401,6 +449,10 @@ def replay(dump_dir, tolerance=1e-4, steps=None, perturb=None, log=print):
     sop = run.get("objective") == "sop"
     if run["config"].get("model_type") == "albert":
         model = AlbertOracle(run["config"], task)
+    elif run["config"].get("model_type") == "deberta":
+        if run.get("emd", False):
+            raise SystemExit("DeBERTa v1 has no Enhanced Mask Decoder, yet the dump says emd: true")
+        model = V1OracleModel(run["config"], task, sop=sop, perturb=perturb)
     else:
         model = OracleModel(run["config"], task, emd=run.get("emd", True), sop=sop)
     params = model.dump_names()
@@ -518,7 +570,7 @@ def main(argv=None):
     ap.add_argument("--tolerance", type=float, default=1e-4)
     ap.add_argument("--steps", type=int)
     ap.add_argument("--perturb", choices=["lr", "decay_all", "no_emd", "micro_mean", "no_clip", "schedule",
-                                                "llrd_off"])
+                                                "llrd_off", "v1_scale"])
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="print the result as one JSON object at the end")
     a = ap.parse_args(argv)

@@ -12,7 +12,10 @@ usage: oracle_test.py TASK DSERVE_BINARY SHARED_DIR SCRATCH_DIR
 TASK: classify | answer | rerank | rerank_listwise | mlm (the issue's four objectives), classify_multilabel |
       mlm_sop | classify_shared | classify_cosine | classify_llrd | classify_ddp | mlm_ddp (more DeBERTa),
       albert_classify | albert_answer | albert_rerank (the ALBERT family, fine-tuned from --init) |
-      classify_bf16 | answer_bf16 | mlm_bf16 (--bf16 against the oracle under the same autocast policy)
+      classify_bf16 | answer_bf16 | mlm_bf16 (--bf16 against the oracle under the same autocast policy) |
+      v1_classify | v1_mlm (DeBERTa v1, issue 26: fine-tuning / continued MLM pretraining from --init; the
+      oracle's v1 forward is first checked against shared/goldens/deberta_v1, and the dump's initial
+      weights against the --init checkpoint's fused in_proj)
 """
 
 import json
@@ -157,6 +160,90 @@ def albert_init(shared, name, work):
     return init
 
 
+def v1_init(shared, name, work):
+    """A DeBERTa v1 test checkpoint (tests/data/make_v1_test_models.py: a
+    shared/goldens/deberta_v1 checkpoint + a BPE tokenizer cut to its
+    vocabulary) with every dropout set to 0, in work/init."""
+    models = os.path.join(work, "models")
+    subprocess.run([sys.executable, os.path.join(HERE, "..", "data", "make_v1_test_models.py"), shared, models],
+                   check=True, stdout=subprocess.DEVNULL)
+    init = os.path.join(work, "init")
+    shutil.copytree(os.path.join(models, name), init)
+    with open(os.path.join(init, "config.json")) as f:
+        config = json.load(f)
+    for key in oracle.DROPOUT_KEYS + ("cls_dropout",):
+        if key in config:
+            config[key] = 0.0
+    with open(os.path.join(init, "config.json"), "w") as f:
+        json.dump(config, f)
+    return init
+
+
+def check_v1_oracle_on_goldens(shared):
+    """The oracle's v1 forward reproduces HF's outputs (golden.json) before it
+    judges dserve: every case of the three v1 goldens, float32, 1e-4."""
+    import torch
+    root = os.path.join(shared, "goldens", "deberta_v1")
+    worst = 0.0
+    for name in ("cls_mnli", "qa_clamped", "rerank_c2p_factorized"):
+        with open(os.path.join(root, name, "config.json")) as f:
+            config = json.load(f)
+        with open(os.path.join(root, name, "golden.json")) as f:
+            golden = json.load(f)
+        raw, _ = oracle.read_safetensors(os.path.join(root, name, "model.safetensors"))
+        task = "answer" if "qa_outputs.weight" in raw else ("rerank" if len(config["id2label"]) == 1 else "classify")
+        model = oracle.V1OracleModel(dict(config, hidden_dropout_prob=0, attention_probs_dropout_prob=0), task, False)
+        missing = oracle.v1.load_hf_tensors(model, {k: v.to(torch.float32) for k, v in raw.items()})
+        if missing:
+            raise AssertionError("%s: the oracle has parameters the golden lacks: %s" % (name, missing))
+        with torch.no_grad():
+            for case in golden["cases"]:
+                ids = torch.tensor([case["input_ids"]])
+                mask = torch.tensor([case["attention_mask"]])
+                tt = torch.tensor([case["token_type_ids"]])
+                if task == "answer":
+                    got = model.qa_logits(ids, mask, tt)[0]
+                    want = torch.tensor([case["start_logits"], case["end_logits"]]).t()
+                else:
+                    got, want = model.cls_logits(ids, mask, tt)[0], torch.tensor(case["logits"])
+                worst = max(worst, float((got.double() - want.double()).abs().max()))
+    print("v1 oracle forward against shared/goldens/deberta_v1 (HF): max |diff| %.3g (tolerance %g)" % (
+        worst, TOLERANCE))
+    return worst <= TOLERANCE
+
+
+def check_v1_initial_weights(init, dump):
+    """The dump's initial tensors are the --init checkpoint's: each layer's
+    query/key/value_proj re-interleaved per head (the oracle's in_proj) equal
+    the fused in_proj bit for bit, and every other encoder tensor is equal
+    (the task head may have been drawn fresh: another label set)."""
+    import torch
+    want, _ = oracle.read_safetensors(os.path.join(init, "model.safetensors"))
+    got, _ = oracle.read_safetensors(os.path.join(dump, "initial.safetensors"))
+    with open(os.path.join(init, "config.json")) as f:
+        config = json.load(f)
+    H, h = config["hidden_size"], config["num_attention_heads"]
+    d = H // h
+    problems, compared = [], 0
+    for name, value in want.items():
+        if not name.startswith("deberta."):
+            continue
+        if name.endswith("attention.self.in_proj.weight"):
+            prefix = name[: -len("in_proj.weight")]
+            parts = [got[prefix + p + ".weight"] for p in ("query_proj", "key_proj", "value_proj")]
+            value2 = torch.stack([p.view(h, d, H) for p in parts], 1).reshape(3 * H, H)
+        elif name in got:
+            value2 = got[name]
+        else:
+            continue
+        compared += 1
+        if not torch.equal(value2, value):
+            problems.append(name)
+    print("v1 initial weights: %d checkpoint encoder tensors compared with the dump, %d differ %s" % (
+        compared, len(problems), problems[:4]))
+    return not problems and compared > 0
+
+
 TASKS = {
     # task: (golden config, data writer, file name, extra train options)
     "classify": ("cls_factorized", write_classify, "train.jsonl", ["--max-length", "24"]),
@@ -198,6 +285,11 @@ TASKS = {
     "classify_ddp": ("cls_factorized", write_classify, "train.jsonl",
                      ["--max-length", "24", "--nproc", "2", "--threads", "1"]),
     "mlm_ddp": ("cls_factorized", write_mlm, "train.txt", ["--max-length", "24", "--nproc", "2", "--threads", "1"]),
+    # DeBERTa v1 (issue 26), from --init: classify on cls_mnli (c2p|p2c string, no absolute positions),
+    # MLM on rerank_c2p_factorized (embedding_size 32 < hidden 64: the legacy head's dense is [E, H] and
+    # the tied decoder [V, E]; absolute positions; c2p only), its head drawn fresh (no head in the file)
+    "v1_classify": ("v1_classify", write_classify, "train.jsonl", ["--max-length", "24"]),
+    "v1_mlm": ("v1_rerank", write_mlm, "train.txt", ["--max-length", "24"]),
 }
 
 
@@ -227,6 +319,8 @@ PERTURBATIONS = {
     "albert_classify_bf16": ["lr"],
     "answer_bf16": ["lr"],
     "mlm_bf16": ["lr"],
+    "v1_classify": ["lr", "decay_all", "micro_mean", "v1_scale"],
+    "v1_mlm": ["lr", "decay_all", "no_clip", "micro_mean", "v1_scale"],
 }
 
 
@@ -234,7 +328,8 @@ def main():
     task, dserve, shared, scratch = sys.argv[1:5]
     golden, writer, data_name, extra = TASKS[task]
     albert = task.startswith("albert_")
-    dserve_task = task.split("_")[1] if albert else task.split("_")[0]
+    deberta_v1 = task.startswith("v1_")
+    dserve_task = task.split("_")[1] if albert or deberta_v1 else task.split("_")[0]
     work = os.path.join(scratch, "oracle_" + task)
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
@@ -243,6 +338,12 @@ def main():
             print("SKIP: no spm_train (Debian sentencepiece) to make the ALBERT tokenizer")
             return 77
         init = albert_init(shared, golden, work)
+        model_opts = {"--init": init}
+    elif deberta_v1:
+        if not check_v1_oracle_on_goldens(shared):
+            print("FAIL: the oracle's DeBERTa v1 forward does not reproduce the goldens")
+            return 1
+        init = v1_init(shared, golden, work)
         model_opts = {"--init": init}
     else:
         config_path = os.path.join(work, "config.json")
@@ -279,6 +380,9 @@ def main():
     assert meta["optimizer"]["total_steps"] == STEPS, meta["optimizer"]
 
     tolerance = BF16_TOLERANCE if task.endswith("_bf16") else TOLERANCE
+    if deberta_v1 and not check_v1_initial_weights(model_opts["--init"], dump):
+        print("FAIL: the dump's initial weights are not the --init checkpoint's")
+        return 1
     if task == "classify_weighted":
         # The weights dserve used, against the rule recomputed from the file.
         with open(os.path.join(work, "out", "best", "config.json")) as f:
