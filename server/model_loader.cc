@@ -9,6 +9,7 @@
 #include "model/util/logging.h"
 #include "model/util/process.h"
 #include "server/checkpoint_version.h"
+#include "server/dtype_choice.h"
 
 namespace dserve {
 namespace {
@@ -59,11 +60,122 @@ double WarmUp(const std::string& name, const DebertaModel& model, int pad_id, in
   return seconds;
 }
 
+// Text for the dtype probe's rows: ordinary English, long enough that every
+// row fills 128 tokens; row r starts at sentence r so rows differ.
+constexpr const char* kProbeSentences[] = {
+    "My order arrived two weeks late and the box was damaged when it came.",
+    "I was charged twice for the same subscription this month, please refund one payment.",
+    "How do I reset my password if I no longer have access to the old email address?",
+    "The tracking number you sent does not work on the carrier's website.",
+    "Can I change the delivery address after the parcel has already been shipped?",
+    "The invoice shows a price that is higher than the one on your product page.",
+    "Your support team was very helpful and solved the problem within an hour.",
+    "I would like to cancel my account and have all of my personal data deleted.",
+    "The application crashes every time I try to upload a photo from my phone.",
+    "Is there a discount for students or for customers who pay for a whole year?",
+};
+constexpr const char* kProbeQuestion = "What went wrong with the order?";
+
+// rows x length tokens of the probe: classify models get one text per row,
+// answer and rerank models a (question, text) pair, as they are served.
+absl::StatusOr<TokenBatch> ProbeBatch(const Tokenizer& tokenizer, Task task, int64_t rows, int64_t length) {
+  constexpr size_t kSentences = sizeof(kProbeSentences) / sizeof(kProbeSentences[0]);
+  std::vector<std::vector<int64_t>> ids, types;
+  EncodeOptions encode;
+  encode.max_length = static_cast<int>(length);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::string text;
+    for (size_t k = 0; k < 4 * kSentences; ++k) {
+      absl::StrAppend(&text, text.empty() ? "" : " ", kProbeSentences[(static_cast<size_t>(r) + k) % kSentences]);
+    }
+    absl::StatusOr<Encoding> encoding;
+    if (task == Task::kClassify) {
+      encode.truncation = Truncation::kLongestFirst;
+      encoding = tokenizer.Encode(text, encode);
+    } else {
+      encode.truncation = Truncation::kOnlySecond;
+      encoding = tokenizer.EncodePair(kProbeQuestion, text, encode);
+    }
+    if (!encoding.ok()) return encoding.status();
+    ids.emplace_back(encoding->ids.begin(), encoding->ids.end());
+    types.emplace_back(encoding->type_ids.begin(), encoding->type_ids.end());
+  }
+  return TokenBatch::Pad(ids, types, tokenizer.pad_id());
+}
+
+// The dtype probe of `model` against the same checkpoint loaded as `other`
+// ("bf16" when `model` is fp32, "fp32" when it is bf16), with `threads`
+// intra-op threads. Errors: `other` cannot load, or a forward failed.
+absl::StatusOr<DtypeProbe> ProbeAgainst(const ModelSpec& spec, const ServeOptions& options,
+                                        const std::shared_ptr<const DebertaModel>& model,
+                                        std::shared_ptr<const DebertaModel>* other, const Tokenizer& tokenizer,
+                                        int threads) {
+  const std::string other_dtype = model->dtype() == "bf16" ? "fp32" : "bf16";
+  auto loaded = DebertaModel::Load(spec.dir, ModelOptions{other_dtype, options.device});
+  if (!loaded.ok()) return loaded.status();
+  *other = *loaded;
+  const int64_t rows = std::max<int64_t>(1, std::min<int64_t>(spec.settings.max_batch_size, 8));
+  const int64_t length = std::max<int64_t>(4, std::min<int64_t>(model->max_length(), 128));
+  auto batch = ProbeBatch(tokenizer, model->task(), rows, length);
+  if (!batch.ok()) return batch.status();
+  DtypeProbeOptions probe;
+  probe.threads = threads;
+  const DebertaModel& fp32 = model->dtype() == "fp32" ? *model : **other;
+  const DebertaModel& bf16 = model->dtype() == "fp32" ? **other : *model;
+  return ProbeDtypes(fp32, bf16, *batch, probe);
+}
+
+// --dtype auto at start-up: `fp32` (loaded) or the bf16 copy, whichever
+// ChooseAutoDtype picks; one log line with the figures and the choice.
+std::shared_ptr<const DebertaModel> ResolveAutoDtype(const ModelSpec& spec, const ServeOptions& options,
+                                                     std::shared_ptr<const DebertaModel> fp32,
+                                                     const Tokenizer& tokenizer, int threads) {
+  auto log = Logger("server");
+  std::string where;
+  if (!Bf16Offered(fp32->device(), &where)) {
+    const DtypeChoice choice = ChooseAutoDtype(false, nullptr);
+    log->info("model {}: --dtype auto: serving {} ({}: {}; no timing)", spec.name, choice.dtype, choice.reason, where);
+    return fp32;
+  }
+  std::shared_ptr<const DebertaModel> bf16;
+  auto probe = ProbeAgainst(spec, options, fp32, &bf16, tokenizer, threads);
+  if (!probe.ok()) {
+    log->warn("model {}: --dtype auto: serving fp32 (bf16 probe failed: {})", spec.name,
+              std::string(probe.status().message()));
+    return fp32;
+  }
+  const DtypeChoice choice = ChooseAutoDtype(true, &*probe);
+  log->info("model {}: --dtype auto: serving {} ({}; {}; {})", spec.name, choice.dtype, choice.reason,
+            DescribeProbe(*probe), where);
+  return choice.dtype == "bf16" ? bf16 : fp32;
+}
+
+// An explicit --dtype bf16 at start-up: timed against fp32 once; a warning
+// when bf16 is slower or changes an argmax (the fp32 copy is then dropped).
+void CheckExplicitBf16(const ModelSpec& spec, const ServeOptions& options,
+                       const std::shared_ptr<const DebertaModel>& bf16, const Tokenizer& tokenizer, int threads) {
+  auto log = Logger("server");
+  std::shared_ptr<const DebertaModel> fp32;
+  auto probe = ProbeAgainst(spec, options, bf16, &fp32, tokenizer, threads);
+  if (!probe.ok()) {
+    log->warn("model {}: --dtype bf16: could not time it against fp32: {}", spec.name,
+              std::string(probe.status().message()));
+    return;
+  }
+  const std::string warning = Bf16Warning(*probe);
+  if (!warning.empty()) {
+    log->warn("model {}: --dtype bf16: {}", spec.name, warning);
+  } else {
+    log->info("model {}: --dtype bf16: {}", spec.name, DescribeProbe(*probe));
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const ServedModel>> LoadServedModel(
     const ModelSpec& spec, const ServeOptions& options, Metrics* metrics, std::shared_ptr<ModelMetrics> reuse_metrics,
-    std::shared_future<void> start_after, std::function<void(const ServedModel*)> release) {
+    std::shared_future<void> start_after, std::function<void(const ServedModel*)> release,
+    const ServedModel* previous) {
   auto log = Logger("server");
   const int cores = UsableCpuCores();
   const int num_models = static_cast<int>(std::max<size_t>(1, options.models.size()));
@@ -71,10 +183,15 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> LoadServedModel(
   auto served = std::make_unique<ServedModel>();
   served->name = spec.name;
   served->dir = spec.dir;
-  auto model = DebertaModel::Load(spec.dir, ModelOptions{options.dtype, options.device});
+  const std::string& requested = spec.settings.dtype;
+  served->requested_dtype = requested;
+  // auto: fp32 first (bf16 may follow below); a reload keeps what serves.
+  const std::string load_dtype =
+      requested != "auto" ? requested : previous != nullptr ? previous->model->dtype() : std::string("fp32");
+  auto model = DebertaModel::Load(spec.dir, ModelOptions{load_dtype, options.device});
   if (!model.ok()) return absl::Status(model.status().code(), absl::StrCat("model ", spec.name, ": ", model.status().message()));
-  served->model = *model;
-  auto tokenizer = LoadCheckpointTokenizer(spec.dir, (*model)->config());
+  served->model = *std::move(model);
+  auto tokenizer = LoadCheckpointTokenizer(spec.dir, served->model->config());
   if (!tokenizer.ok()) {
     return absl::Status(tokenizer.status().code(),
                         absl::StrCat("model ", spec.name, ": tokenizer: ", tokenizer.status().message()));
@@ -91,13 +208,30 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> LoadServedModel(
     return absl::InvalidArgumentError(
         absl::StrCat("model ", spec.name, ": task ", TaskName(served->task), " cannot be served"));
   }
+  const ModelServeSettings& settings = spec.settings;
+  served->settings = settings;
+  if (previous != nullptr && requested == "auto") {
+    log->info("model {}: the reload keeps dtype {}, chosen by --dtype auto at start-up (no timing beside a serving "
+              "version)", spec.name, served->model->dtype());
+  }
+  if (previous == nullptr && (requested == "auto" || requested == "bf16")) {
+    // With one worker's intra-op threads (the probe runs on a thread of its
+    // own). `config` is not used below: it refers into the fp32 model, which
+    // may go here.
+    const int workers = DefaultWorkers(settings, *served->model, cores, num_models);
+    const int threads = settings.threads_per_worker > 0 ? settings.threads_per_worker
+                                                        : std::max(1, cores / (workers * num_models));
+    if (requested == "auto") {
+      served->model = ResolveAutoDtype(spec, options, served->model, *served->tokenizer, threads);
+    } else if (served->model->device() == "cpu") {  // on a GPU an fp32 copy would cost its memory
+      CheckExplicitBf16(spec, options, served->model, *served->tokenizer, threads);
+    }
+  }
   // Issue 16, defect 6: the first requests must not pay for allocator
   // growth and kernel set-up (oneDNN primitives, thread pools). A few
   // forwards on representative shapes run here, before this version is
   // returned: before health says SERVING at start-up, before the switch on
   // a reload.
-  const ModelServeSettings& settings = spec.settings;
-  served->settings = settings;
   // A reload warms up beside the serving version: with one worker's
   // threads, not every core, so serving is not starved meanwhile.
   if (reuse_metrics != nullptr) {
@@ -108,7 +242,7 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> LoadServedModel(
   const double warmup = WarmUp(spec.name, *served->model, served->tokenizer->pad_id(), settings.max_batch_size);
   if (warmup < 0) return absl::InternalError(absl::StrCat("model ", spec.name, ": warm-up forward failed"));
   metrics->OnWarmUp(spec.name, warmup);
-  served->labels = config.labels();
+  served->labels = served->model->config().labels();
   served->max_length = served->model->max_length();
   {
     auto version = CheckpointVersion(spec.dir);
@@ -138,7 +272,8 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> LoadServedModel(
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   log->info("model {}: task {}, {} labels [{}], max_length {}, {} on {}, {} workers x {} threads, version {}, loaded in {:.2f}s",
             spec.name, TaskName(served->task), served->labels.size(), absl::StrJoin(served->labels, ","),
-            served->max_length, served->model->dtype(), served->model->device(), pool.workers,
+            served->max_length, served->model->dtype() + (requested == "auto" ? " (auto)" : ""),
+            served->model->device(), pool.workers,
             pool.threads_per_worker, served->version, seconds);
   return std::shared_ptr<const ServedModel>(served.release(), std::move(release));
 }

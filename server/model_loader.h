@@ -25,6 +25,9 @@ struct ServedModel {
   std::string name;
   std::string dir;
   std::shared_ptr<const DebertaModel> model;
+  // --dtype as given for this model ("auto", "fp32", ...); model->dtype() is
+  // what it resolved to and serves.
+  std::string requested_dtype;
   std::shared_ptr<const Tokenizer> tokenizer;
   Task task = Task::kNone;
   std::vector<std::string> labels;
@@ -46,9 +49,18 @@ struct ServedModel {
 // the model's metrics (else new ones are made); a reload also warms up with
 // one worker's threads only. `start_after`: WorkerPoolOptions::start_after.
 // `release` frees the returned version when its last holder drops it.
+// dtype (spec.settings.dtype): at start-up (`previous` null) `auto` loads
+// fp32 and, where bf16 may pay (Bf16Offered), bf16 too, times both
+// (ProbeDtypes) and keeps the one ChooseAutoDtype picks, logging the figures;
+// an explicit `bf16` on the CPU loads fp32 beside it for the same timing and
+// logs a warning when bf16 is slower or changes an argmax. On a reload (`previous`,
+// the version being replaced) `auto` keeps previous's dtype without timing:
+// timings taken beside a serving version would measure its load, and the
+// machine has not changed (restart to choose again).
 // Errors name the model, the file and the problem.
 absl::StatusOr<std::shared_ptr<const ServedModel>> LoadServedModel(
     const ModelSpec& spec, const ServeOptions& options, Metrics* metrics, std::shared_ptr<ModelMetrics> reuse_metrics,
-    std::shared_future<void> start_after, std::function<void(const ServedModel*)> release);
+    std::shared_future<void> start_after, std::function<void(const ServedModel*)> release,
+    const ServedModel* previous = nullptr);
 
 }  // namespace dserve

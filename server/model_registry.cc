@@ -134,10 +134,11 @@ absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Load(const ServeOp
 }
 
 absl::StatusOr<std::shared_ptr<const ServedModel>> ModelRegistry::LoadModel(
-    const ModelSpec& spec, std::shared_ptr<ModelMetrics> reuse_metrics, std::shared_future<void> start_after) {
+    const ModelSpec& spec, std::shared_ptr<ModelMetrics> reuse_metrics, std::shared_future<void> start_after,
+    const ServedModel* previous) {
   std::shared_ptr<ModelReaper> reaper = reaper_;
   return LoadServedModel(spec, options_, metrics_, std::move(reuse_metrics), std::move(start_after),
-                         [reaper](const ServedModel* m) { reaper->Retire(m); });
+                         [reaper](const ServedModel* m) { reaper->Retire(m); }, previous);
 }
 
 std::shared_ptr<const ServedModel> ModelRegistry::Find(const std::string& name) const {
@@ -206,7 +207,7 @@ void ModelRegistry::CheckSlot(Slot& slot, bool forced) {
     }
   } open_on_exit{handover};
   absl::StatusOr<std::shared_ptr<const ServedModel>> loaded =
-      LoadModel(slot.spec, old->metrics, handover->get_future().share());
+      LoadModel(slot.spec, old->metrics, handover->get_future().share(), old.get());
   absl::Status status = loaded.status();
   if (status.ok() && (*loaded)->task != old->task) {
     status = absl::FailedPreconditionError(absl::StrCat("model ", name, ": the new checkpoint's task is ",

@@ -60,10 +60,12 @@ class ModelRegistry {
  private:
   struct Slot;
   ModelRegistry(const ServeOptions& options, Metrics* metrics);
-  // `reuse_metrics` and `start_after` for a reload (WorkerPoolOptions::start_after).
+  // `reuse_metrics`, `start_after` (WorkerPoolOptions::start_after) and
+  // `previous` (the version replaced: --dtype auto keeps its dtype) for a reload.
   absl::StatusOr<std::shared_ptr<const ServedModel>> LoadModel(const ModelSpec& spec,
                                                                std::shared_ptr<ModelMetrics> reuse_metrics,
-                                                               std::shared_future<void> start_after = {});
+                                                               std::shared_future<void> start_after = {},
+                                                               const ServedModel* previous = nullptr);
   void WatchLoop();
   void StopWatching();
   void CheckSlot(Slot& slot, bool forced);

@@ -112,7 +112,9 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
   // Devices and precision
   app->add_option("--device", o->device, "auto|cpu|cuda|cuda:N")->capture_default_str()->group(kGroupDevices);
   app->add_option("--dtype", o->dtype,
-                  "fp32|bf16|fp16|int8 (int8: dense layers quantized, CPU only; docs/models.md)")
+                  "auto|fp32|bf16|fp16|int8 (auto: time fp32 and bf16 at load, serve bf16 when it is faster and keeps "
+                  "fp32's argmax, else fp32; int8: dense layers quantized, CPU only; docs/serving.md); per model in "
+                  "--config")
       ->capture_default_str()
       ->group(kGroupDevices);
   app->add_option("--workers", o->workers, "worker threads per model (0 = auto)")
@@ -255,6 +257,7 @@ namespace {
 
 ModelServeSettings GlobalSettings(const ServeOptions& o) {
   ModelServeSettings s;
+  s.dtype = o.dtype;
   s.workers = o.workers;
   s.threads_per_worker = o.threads_per_worker;
   s.max_batch_size = o.max_batch_size;
@@ -280,7 +283,10 @@ bool ParseSetting(const std::string& text, T* out) {
 absl::Status ApplySetting(const std::string& model, const std::string& key, const std::string& value,
                           ModelServeSettings* s) {
   bool ok = false;
-  if (key == "workers") ok = ParseSetting(value, &s->workers);
+  if (key == "dtype") {
+    s->dtype = value;  // checked by ValidateSettings
+    ok = true;
+  } else if (key == "workers") ok = ParseSetting(value, &s->workers);
   else if (key == "threads_per_worker") ok = ParseSetting(value, &s->threads_per_worker);
   else if (key == "max_batch_size") ok = ParseSetting(value, &s->max_batch_size);
   else if (key == "max_batch_tokens") ok = ParseSetting(value, &s->max_batch_tokens);
@@ -294,7 +300,7 @@ absl::Status ApplySetting(const std::string& model, const std::string& key, cons
   else {
     return absl::InvalidArgumentError(absl::StrCat(
         "model '", model, "': unknown per-model setting '", key,
-        "' (known: dir, workers, threads_per_worker, max_batch_size, max_batch_tokens, max_queue_delay_us, "
+        "' (known: dir, dtype, workers, threads_per_worker, max_batch_size, max_batch_tokens, max_queue_delay_us, "
         "max_queue_items, packing, max_padding_ratio, priority, max_queue_time_ms, priority_aging_ms)"));
   }
   if (!ok) return absl::InvalidArgumentError(absl::StrCat("model '", model, "': ", key, ": bad value '", value, "'"));
@@ -304,6 +310,10 @@ absl::Status ApplySetting(const std::string& model, const std::string& key, cons
 // Range checks of one model's settings; `where` prefixes the message
 // ("" for the global flags, "model 'x': " for overrides).
 absl::Status ValidateSettings(const std::string& where, const ModelServeSettings& s) {
+  if (s.dtype != "auto" && s.dtype != "fp32" && s.dtype != "bf16" && s.dtype != "fp16" && s.dtype != "int8") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "--dtype must be auto, fp32, bf16, fp16 or int8 (got '", s.dtype, "')"));
+  }
   for (auto [flag, value] : std::initializer_list<std::pair<const char*, int64_t>>{
            {"max-batch-size", s.max_batch_size},
            {"max-batch-tokens", s.max_batch_tokens},

@@ -19,6 +19,7 @@ namespace dserve {
 // global flag of the same name and may be overridden for one model in
 // --config (`models: {NAME: {dir: DIR, max_batch_size: 8, ...}}`).
 struct ModelServeSettings {
+  std::string dtype = "auto";         // --dtype
   int workers = 0;                    // --workers
   int threads_per_worker = 0;         // --threads-per-worker
   int64_t max_batch_size = 32;        // --max-batch-size
@@ -67,9 +68,16 @@ struct ServeOptions {
   int http_threads = 512;
   // auto | cpu | cuda | cuda:N. Default auto (CUDA when LibTorch has it).
   std::string device = "auto";
-  // fp32 | bf16 | fp16. Default fp32 (bf16 is faster on AVX512-BF16/AMX CPUs
-  // and on GPUs, and keeps classification argmax on our goldens).
-  std::string dtype = "fp32";
+  // auto | fp32 | bf16 | fp16 | int8; per model in --config too. Default
+  // auto: at load, a few forwards in fp32 and in bf16 (up to 8 x 128 tokens,
+  // the workers' thread count; server/dtype_choice.h) and bf16 served when it is
+  // at least 5% faster and keeps fp32's argmax on the probe inputs, else
+  // fp32. bf16 is tried only on CUDA and on CPUs with native bf16 (AVX512-BF16,
+  // AMX): it is ~1.7x fp32 on an AMD EPYC with AVX512-BF16, yet 0.78x on an
+  // Intel Xeon with the same flags (issue 27), hence timing, not flags. A
+  // reload keeps the dtype chosen at start-up. An explicit bf16 is timed
+  // against fp32 once at start-up and warns when slower.
+  std::string dtype = "auto";
   // Worker threads per model, each pulling batches; 0 = auto: on CPU one
   // single-threaded worker per core of the model's share of the usable cores
   // (affinity and cgroup quota), at most 4; 2 on CUDA (one worker's host-side

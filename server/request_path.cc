@@ -682,6 +682,7 @@ absl::StatusOr<v1::ListModelsResponse> RequestPath::ListModels(const CallInfo& c
     info->set_version(m->version);
     info->set_max_length(static_cast<uint32_t>(m->max_length));
     info->set_dtype(m->model->dtype());
+    info->set_requested_dtype(m->requested_dtype);
     info->set_device(m->model->device());
     const ModelConfig& config = m->model->config();
     info->set_model_type(config.model_type);

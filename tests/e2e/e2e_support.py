@@ -127,10 +127,17 @@ def _kill_leftovers():
 
 
 class ServerProcess:
-    """`dserve serve` on 127.0.0.1 with OS-chosen ports."""
+    """`dserve serve` on 127.0.0.1 with OS-chosen ports.
 
-    def __init__(self, models, extra_args=(), name="server", env=None):
+    `dtype`: passed as --dtype unless extra_args has --dtype or --config (a
+    config file says its own). Default "fp32": the tests compare scores with
+    fp32 oracles (`dserve forward`, numpy) at 1e-4, and serve's own default,
+    auto (issue 27), may pick bf16 by timing, differently from run to run on
+    tiny models. None = serve's default (test_startup.py checks auto)."""
+
+    def __init__(self, models, extra_args=(), name="server", env=None, dtype="fp32"):
         self.models = dict(models)
+        self.dtype = dtype
         self.env = None if env is None else dict(os.environ, **env)
         self.extra_args = list(extra_args)
         self.name = name
@@ -150,6 +157,8 @@ class ServerProcess:
         for name, path in self.models.items():
             cmd += ["--model", "%s=%s" % (name, path)]
         cmd += ["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"]
+        if self.dtype is not None and not {"--dtype", "--config"} & set(self.extra_args):
+            cmd += ["--dtype", self.dtype]
         return cmd + self.extra_args
 
     def start(self, timeout_s=90):

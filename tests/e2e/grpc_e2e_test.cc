@@ -181,7 +181,9 @@ class GrpcE2eTest : public ::testing::Test {
     log_ = new std::string(*models_ + ".log");
     const bool started = server_->Start({"--model", "classify=" + *models_ + "/classify", "--model",
                                          "answer=" + *models_ + "/answer", "--model", "rerank=" + *models_ + "/rerank",
-                                         "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"},
+                                         "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+                                         // The oracle is fp32 (serve's default, auto, may pick bf16).
+                                         "--dtype", "fp32"},
                                         *log_, &error);
     ASSERT_TRUE(started) << error;
     auto channel = grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials());

@@ -1,14 +1,80 @@
 """Start-up of `dserve serve`: settings from --config (YAML and JSON, flags
 override), checkpoints that cannot load (exit 2 naming the file), health
 per model name, server reflection, and the model version in ListModels and
-dserve_model_info."""
+dserve_model_info. The servers here run serve's default --dtype, auto
+(issue 27): the choice is logged with both timings, reported as the served
+dtype (ListModels, dserve_model_info) with requested_dtype "auto", classify
+results match `dserve forward` in the chosen dtype (and fp32's argmax), and
+a hot reload keeps the choice without timing again."""
 import json
 import os
+import re
+import shutil
+import signal
 import subprocess
 import unittest
 
-from e2e_support import (BIN, ServerProcess, grpc, health_pb2, health_pb2_grpc, metric_value, pb, scratch_dir,
-                         test_models)
+import numpy as np
+
+from e2e_support import (BIN, CLASSIFY_LABELS, ServerProcess, classify_oracle, grpc, health_pb2, health_pb2_grpc,
+                         metric_value, pb, scratch_dir, single_ids, test_models, wait_until)
+from test_hot_reload import retrained_copy, swap_in
+
+# "model NAME: --dtype auto: serving DTYPE (why; RxL, T threads, N rounds:
+# fp32 Xs, bf16 Ys (...)...)" or, where bf16 cannot pay, "... (why: CPU bf16
+# matmul path P; no timing)".
+AUTO_LINE = re.compile(r"model (\S+): --dtype auto: serving (fp32|bf16) \((.*)\)$")
+TEXTS = ["The parcel never arrived and I want my money back for the order.", "reset my password please",
+         "I was charged twice this month", "where is my package?"]
+
+
+def auto_choices(server):
+    """{model: (dtype, rest of the line)} from the server's log."""
+    with open(server.log_path, errors="replace") as f:
+        found = [AUTO_LINE.search(line.rstrip("\n")) for line in f]
+    return {m.group(1): (m.group(2), m.group(3)) for m in found if m}
+
+
+def auto_line_count(server, model):
+    with open(server.log_path, errors="replace") as f:
+        return sum(1 for line in f if ("model %s: --dtype auto:" % model) in line)
+
+
+def forward_logits(model_dir, texts, dtype):
+    rows = "".join(json.dumps({"input_ids": single_ids(t)}) + "\n" for t in texts)
+    out = subprocess.run([BIN, "forward", "--model", model_dir, "--batch-size", "1", "--dtype", dtype], input=rows,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return [json.loads(line)["logits"] for line in out.stdout.splitlines() if line.strip()]
+
+
+def check_auto_line(test, dtype, rest):
+    if "no timing" in rest:  # bf16 not offered on this CPU
+        test.assertEqual(dtype, "fp32", rest)
+        return
+    m = re.search(r"fp32 ([0-9.]+)s, bf16 ([0-9.]+)s", rest)
+    test.assertIsNotNone(m, rest)
+    fp32_s, bf16_s = float(m.group(1)), float(m.group(2))
+    test.assertGreater(fp32_s, 0, rest)
+    test.assertGreater(bf16_s, 0, rest)
+    if dtype == "bf16":  # only when faster by 5% and every argmax kept
+        test.assertGreaterEqual(fp32_s / bf16_s, 1.04, rest)  # the log rounds to 0.1 ms
+        test.assertRegex(rest, r"argmax kept (\d+)/\1\b")
+
+
+def check_classify(test, stub, model, model_dir, dtype):
+    """Served scores against `dserve forward` in the served dtype, and the
+    top label against fp32's."""
+    response = stub.Classify(pb.ClassifyRequest(model=model, texts=TEXTS), timeout=30)
+    fp32 = forward_logits(model_dir, TEXTS, "fp32")
+    same = fp32 if dtype == "fp32" else forward_logits(model_dir, TEXTS, dtype)
+    # bf16: the served batch and forward's differ in shape, so bf16 roundings differ.
+    tol = 1e-4 if dtype == "fp32" else 3e-2
+    for text, got, want, exact in zip(TEXTS, response.results, same, fp32):
+        scores = {l.label: l.score for l in got.labels}
+        for label, score in classify_oracle(want):
+            test.assertAlmostEqual(scores[label], score, delta=tol, msg="%s %s (%s)" % (text, label, dtype))
+        test.assertEqual(got.labels[0].label, CLASSIFY_LABELS[int(np.argmax(exact))], text)
 
 
 def run_serve(args, timeout_s=60):
@@ -95,7 +161,8 @@ class UnloadableCheckpoints(unittest.TestCase):
 class HealthReflectionVersion(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.server = ServerProcess(test_models(), name="startup").start()
+        # No --dtype: serve's default, auto.
+        cls.server = ServerProcess(test_models(), name="startup", dtype=None).start()
 
     @classmethod
     def tearDownClass(cls):
@@ -128,6 +195,58 @@ class HealthReflectionVersion(unittest.TestCase):
             self.assertRegex(version, r"^[0-9a-f]{16}$", name)
             self.assertEqual(metric_value(self.server.metrics(), "dserve_model_info", model=name, version=version),
                              1.0)
+
+    def test_dtype_auto_is_logged_and_reported(self):
+        choices = auto_choices(self.server)
+        self.assertEqual(set(choices), {"classify", "answer", "rerank"}, self.server.log_tail())
+        models = {m.name: m for m in self.server.stub().ListModels(pb.ListModelsRequest(), timeout=10).models}
+        samples = self.server.metrics()
+        for name, (dtype, rest) in choices.items():
+            with self.subTest(model=name):
+                check_auto_line(self, dtype, rest)
+                self.assertEqual(models[name].dtype, dtype)
+                self.assertEqual(models[name].requested_dtype, "auto")
+                self.assertEqual(metric_value(samples, "dserve_model_info", model=name, dtype=dtype), 1.0)
+
+    def test_dtype_auto_serves_correct_results(self):
+        dtype = auto_choices(self.server)["classify"][0]
+        check_classify(self, self.server.stub(), "classify", test_models()["classify"], dtype)
+        answer = self.server.stub().Answer(pb.AnswerRequest(
+            model="answer", question="what is late?", contexts=["my order is late"]), timeout=30)
+        self.assertTrue(answer.answers or answer.no_answer)
+        ranked = self.server.stub().Rerank(pb.RerankRequest(model="rerank", query="refund",
+                                                            documents=["a refund", "the weather"]), timeout=30)
+        self.assertEqual(sorted(r.index for r in ranked.results), [0, 1])
+
+
+class DtypeAutoReload(unittest.TestCase):
+    """A hot reload keeps the dtype --dtype auto chose at start-up (no
+    second timing: it would run beside the serving version)."""
+
+    def test_reload_keeps_the_choice(self):
+        live = os.path.join(scratch_dir("auto-reload"), "classify")
+        shutil.copytree(test_models()["classify"], live)
+        server = ServerProcess({"classify": live}, name="auto-reload", dtype=None).start()
+        try:
+            stub = server.stub()
+            before = {m.name: m for m in stub.ListModels(pb.ListModelsRequest(), timeout=10).models}["classify"]
+            dtype = auto_choices(server)["classify"][0]
+            self.assertEqual(before.dtype, dtype)
+            swap_in(retrained_copy(live, live + ".new"), live)
+            server.proc.send_signal(signal.SIGHUP)
+            wait_until("the reload", lambda: stub.ListModels(pb.ListModelsRequest(), timeout=10).models[0].version
+                       != before.version, timeout_s=60, server=server)
+            after = stub.ListModels(pb.ListModelsRequest(), timeout=10).models[0]
+            self.assertEqual((after.dtype, after.requested_dtype), (dtype, "auto"))
+            self.assertEqual(auto_line_count(server, "classify"), 1, server.log_tail())
+            with open(server.log_path, errors="replace") as f:
+                self.assertIn("model classify: the reload keeps dtype %s, chosen by --dtype auto" % dtype, f.read())
+            samples = server.metrics()
+            self.assertEqual(metric_value(samples, "dserve_model_info", model="classify", version=after.version,
+                                          dtype=dtype), 1.0)
+            check_classify(self, stub, "classify", live, dtype)
+        finally:
+            server.stop()
 
 
 if __name__ == "__main__":

@@ -130,5 +130,29 @@ TEST_F(OptionsTest, CommandLineWinsOverTheConfigFile) {
   EXPECT_EQ((*specs)[0].settings.max_batch_size, 4);
 }
 
+// Issue 27: --dtype defaults to auto, may be set per model in --config, and
+// a value outside auto|fp32|bf16|fp16|int8 is refused before any model loads.
+TEST_F(OptionsTest, DtypeIsAutoByDefaultPerModelAndChecked) {
+  ASSERT_TRUE(Parse({"--model", "a=/m/a"}).ok());
+  EXPECT_EQ(options_.dtype, "auto");
+  auto specs = ResolveModelSpecs(options_);
+  ASSERT_TRUE(specs.ok());
+  EXPECT_EQ((*specs)[0].settings.dtype, "auto");
+
+  options_ = ServeOptions();
+  ASSERT_TRUE(Parse({"--dtype", "bf16"}, "models:\n  a: /m/a\n  b:\n    dir: /m/b\n    dtype: int8\n").ok());
+  specs = ResolveModelSpecs(options_);
+  ASSERT_TRUE(specs.ok());
+  EXPECT_EQ((*specs)[0].settings.dtype, "bf16");
+  EXPECT_EQ((*specs)[1].settings.dtype, "int8");
+
+  options_ = ServeOptions();
+  EXPECT_THAT(std::string(Parse({"--model", "a=/m", "--dtype", "float32"}).message()),
+              HasSubstr("--dtype must be auto, fp32, bf16, fp16 or int8 (got 'float32')"));
+  options_ = ServeOptions();
+  EXPECT_THAT(std::string(Parse({}, "models:\n  a:\n    dir: /m/a\n    dtype: fp64\n").message()),
+              HasSubstr("model 'a': --dtype must be auto"));
+}
+
 }  // namespace
 }  // namespace dserve

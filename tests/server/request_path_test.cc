@@ -81,6 +81,8 @@ class RequestPathTest : public ::testing::Test {
     options.models = {"intents=" + MakeCheckpoint()};
     if (options.workers == 0) options.workers = 1;
     if (options.threads_per_worker == 0) options.threads_per_worker = 1;
+    // Not serve's default, auto (issue 27): no dtype probe at every start.
+    if (options.dtype == "auto") options.dtype = "fp32";
     ASSERT_TRUE(ValidateServeOptions(options).ok()) << ValidateServeOptions(options);
     metrics_ = Metrics::Create();
     auto registry = ModelRegistry::Load(options, metrics_.get());

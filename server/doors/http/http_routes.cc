@@ -282,7 +282,7 @@ class Routes {
     nlohmann::json info = {
         {"model_id", m.name},
         {"model_sha", m.version},
-        {"model_dtype", o.dtype},
+        {"model_dtype", m.model->dtype()},
         {"model_type", {{kind, {{"id2label", id2label}, {"label2id", label2id}}}}},
         {"task", TaskName(m.task)},
         {"max_concurrent_requests", PreprocessLimit(o)},

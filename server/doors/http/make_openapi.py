@@ -53,7 +53,7 @@ schemas = {
  "RerankRequest": obj(dict({"model": S, "query": S, "documents": arr(S), "top_n": I, "raw_scores": B, "return_documents": B, "truncation": trunc}, **common), ["model", "query", "documents"]),
  "RankedDocument": obj({"index": I, "score": N, "document": S, "chunk_start_char": I, "chunk_end_char": I}, ["index", "score", "document"]),
  "RerankResponse": obj({"results": arr(ref("RankedDocument")), "usage": usage, "timing": timing, "model": S, "model_version": S}, ["results", "model", "model_version"]),
- "ModelInfo": obj({"name": S, "task": S, "labels": arr(S), "version": S, "max_length": I, "dtype": S, "device": S, "model_type": S, "architecture": S}, ["name", "task", "labels", "version"]),
+ "ModelInfo": obj({"name": S, "task": S, "labels": arr(S), "version": S, "max_length": I, "dtype": S, "device": S, "model_type": S, "architecture": S, "requested_dtype": S}, ["name", "task", "labels", "version"]),
  "ListModelsResponse": obj({"models": arr(ref("ModelInfo"))}, ["models"]),
 }
 # proto3 JSON accepts either name; let request schemas allow the camelCase ones too.

@@ -565,6 +565,7 @@ void FillModelConfig(const ServedModel& m, const ServeOptions& options, inferenc
   params["max_length"].set_string_value(std::to_string(m.max_length));
   params["max_batch_items"].set_string_value(std::to_string(m.settings.max_batch_size));
   params["dtype"].set_string_value(m.model->dtype());
+  params["requested_dtype"].set_string_value(m.requested_dtype);
   params["device"].set_string_value(device);
   if (!m.labels.empty()) params["labels"].set_string_value(absl::StrJoin(m.labels, ","));
 }

@@ -471,7 +471,7 @@ struct TeiServices::Impl {
     out.set_version(DSERVE_VERSION);
     out.set_model_id(m.name);
     out.set_model_sha(m.version);
-    out.set_model_dtype(o.dtype);
+    out.set_model_dtype(m.model->dtype());
     out.set_max_concurrent_requests(static_cast<uint32_t>(PreprocessLimit(o)));
     out.set_max_input_length(static_cast<uint32_t>(m.max_length));
     out.set_max_batch_tokens(static_cast<uint32_t>(m.settings.max_batch_tokens));
