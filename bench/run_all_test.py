@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """CI check of the performance harness: `bench/run_all.py --tiny` runs end to
 end on tiny models and reports every row of the table (issue 7's nine, the ALBERT row 10, issue 19's
-ONNX Runtime rows 11, 12, 14, long-sequence rows 13, 14, issue 16's delay sweep, row 15, and issue 17's HTTP vs gRPC, row 16, issue 19's int8 rows 17-18, and issue 28's OIP vs dserve.v1 row 19) (measured, PASS or MISS; no timing is
-asserted), in its console output, report.md and report.json. The demo directory is pointed at a missing
+ONNX Runtime rows 11, 12, 14, long-sequence rows 13, 14, issue 16's delay sweep, row 15, and issue 17's HTTP vs gRPC, row 16, issue 19's int8 rows 17-18, and issue 28's OIP vs dserve.v1 row 19; issue 27's
+1x512-vs-ORT row 20, bf16-vs-fp32 row 21 and int8-vs-ORT-int8 rows 22-23; issue 26's DeBERTa v1 rows 24-25)
+(measured, PASS or MISS; no timing is asserted), in its console output, report.md and report.json, with
+issue 27's target table and the harness's definitions, and every timed engine process given >= 2 warm-ups. The demo directory is pointed at a missing
 one so the argmax row's fallback (golden classify checkpoint + generated demo texts) runs.
 
 ONNX Runtime is bench-only (bench/onnx/setup.sh installs onnxruntime-node; CI does not). When it is
@@ -24,7 +26,8 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD = SHARED = None
-ORT_ROWS = (11, 12, 14)
+ORT_ROWS = (11, 12, 14, 20, 22, 23, 25)
+N_ROWS = 25
 NOT_INSTALLED = "ORT: not installed, run bench/onnx/setup.sh"
 
 
@@ -61,14 +64,19 @@ class RunAllTiny(unittest.TestCase):
             p, out, report = run_all(tmp)
             self.assertEqual(p.returncode, 0, p.stdout[-3000:] + p.stderr[-3000:])
             self.assertRegex(p.stdout, r"Machine: nproc \d+, .+, flags ")
-            for n in range(1, 20):
-                want = "SKIP" if absent and n in ORT_ROWS else "PASS|MISS"
+            # Row 21 (bf16 vs our fp32) is for machines with avx512_bf16 / amx_bf16 only.
+            no_bf16_isa = not ({"avx512_bf16", "amx_bf16"} & set(report["machine"]["flags"].split(",")))
+            for n in range(1, N_ROWS + 1):
+                want = "SKIP" if (absent and n in ORT_ROWS) or (no_bf16_isa and n == 21) else "PASS|MISS"
                 self.assertRegex(p.stdout, rf"\[({want})\] row {n}: ", f"row {n} missing:\n{p.stdout}")
-            self.assertEqual([r["row"] for r in report["rows"]], list(range(1, 20)))
+            self.assertEqual([r["row"] for r in report["rows"]], list(range(1, N_ROWS + 1)))
             for r in report["rows"]:
                 if absent and r["row"] in ORT_ROWS:
                     self.assertEqual(r["result"], "SKIP", r)
                     self.assertIn(NOT_INSTALLED, r["measured"], r)
+                    continue
+                if no_bf16_isa and r["row"] == 21:
+                    self.assertIn("not applicable", r["measured"], r)
                     continue
                 self.assertIn(r["result"], ("PASS", "MISS"), r)
                 self.assertIsInstance(r["value"], float, r)
@@ -81,7 +89,7 @@ class RunAllTiny(unittest.TestCase):
                 self.assertIn(NOT_INSTALLED if absent else "ONNX Runtime fp32", by_row[n]["measured"])
             self.assertIn("ORT: n/a in bf16", by_row[2]["measured"])
             if not absent:
-                for sec in ("encoder", "long"):
+                for sec in ("encoder", "long", "v1"):
                     o = report["sections"][sec]["ort"]
                     self.assertLessEqual(o["max_abs_diff_logits"], 1e-4, o)
                     self.assertLessEqual(o["max_abs_diff_hidden"], 1e-4, o)
@@ -105,7 +113,37 @@ class RunAllTiny(unittest.TestCase):
             self.assertGreaterEqual(packing["unsorted"], 1.0)
             with open(os.path.join(out, "report.md")) as f:
                 md = f.read()
-            self.assertEqual(len(re.findall(r"^\| \d+ \| ", md, re.M)), 19, md)
+            self.assertEqual(len(re.findall(r"^\| \d+ \| ", md, re.M)), N_ROWS, md)
+            # Issue 27 (a fair harness): >= 2 warm-ups in every timed engine process (dserve, eager, ORT), one
+            # median and one ratio definition stated, the spread beside every ratio, the target table printed.
+            engines = {w["engine"] for w in report["warmups"]}
+            self.assertEqual(engines, {"dserve", "eager"} | (set() if absent else {"ORT"}), report["warmups"])
+            for w in report["warmups"]:
+                self.assertGreaterEqual(w["warmup"], 2, w)
+            self.assertIn("the mean of the two middle values for an even count", report["definitions"])
+            self.assertIn("Definitions: warm-ups:", p.stdout)
+            self.assertIn("Issue 27 targets", p.stdout)
+            for target in ("fp32 1x128: dserve vs ORT", "fp32 8x128: dserve vs ORT", "fp32 1x512: dserve vs ORT",
+                           "fp32 8x512: dserve vs ORT", "int8 8x128: dserve int8 vs ORT int8",
+                           "int8 1x128: dserve int8 vs ORT int8", "bf16 8x128: MFU", "bf16 vs our fp32",
+                           "fp32 8x512 vs eager"):
+                self.assertRegex(p.stdout, re.escape(target) + r".*\*\*(PASS|MISS|SKIP)\*\*")
+            for n in (1, 11, 13, 17, 24) + (() if absent else (22, 25)):
+                self.assertIn("spread ", by_row[n]["measured"], by_row[n])
+            # Issue 26: the v1 rows ran our v1 encoder, the eager v1 and (when installed) ORT on the v1 export.
+            v1 = report["sections"]["v1"]
+            self.assertGreater(v1["ours_s"], 0)
+            self.assertGreater(v1["eager_s"], 0)
+            self.assertIn("v1", v1["shape"])
+            # Issue 27: ORT's int8 graph ran and was checked against its fp32 graph.
+            i8 = report["sections"]["int8"]
+            self.assertGreater(i8["ours_8_s"], 0)
+            self.assertGreater(i8["ours_1_s"], 0)
+            if not absent:
+                self.assertLessEqual(report["sections"]["v1"]["ort"]["max_abs_diff_hidden"], 1e-4)
+                self.assertGreater(i8["ort"]["quantized"]["matmuls_quantized"], 0)
+                self.assertLessEqual(i8["ort"]["hidden_rel_l2"], 0.25)
+                self.assertEqual(i8["ort"]["sequences"], 9)  # 8 + 1 per round, one round
             # Row 15 (issue 16): the delay sweep, every (delay, clients) cell measured.
             delay = report["sections"]["delay"]
             self.assertEqual(sorted(delay["runs"]), sorted(f"{d}/{c}" for d in (0, 2000, 10000) for c in (1, 8, 64)))

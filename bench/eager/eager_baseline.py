@@ -17,6 +17,19 @@ So it times what "just run the HF model in PyTorch" costs, without needing
 the transformers package.  Module/parameter names are HF's (minus the
 "deberta." prefix), so a HF checkpoint's state_dict loads directly.
 
+DeBERTa v1 (issue 26; a config with model_type "deberta", or --shape
+deberta-base: microsoft/deberta-base's config, hidden 768, 12 layers, 12
+heads, intermediate 3072, vocab 50265, max_relative_positions -1 (-> 512),
+pos_att_type "c2p|p2c", no absolute positions) runs V1SelfAttention, written
+the way Hugging Face's `modeling_deberta.py` computes DebertaModel: the fused
+in_proj (q, k, v interleaved per head, no bias) + q_bias/v_bias, q scaled by
+1/sqrt(d * (1 + len(pos_att_type))), the relative table sliced to
+min(L, max_rel) rows either side of the centre, pos_proj (c2p, no bias) and
+pos_q_proj (p2c), no relative LayerNorm, optional talking heads; the rest
+(embeddings, output, FFN, heads) is v2's. Its HF tensor names load directly;
+tests/model/reference/deberta_v1_eager_test.py checks it against
+shared/goldens/deberta_v1.
+
 Default shape: microsoft/deberta-v3-base (hidden 768, 12 layers, 12 heads,
 intermediate 3072, vocab 128100, position_buckets 256, max_relative_positions
 -1 (-> 512), pos_att_type [p2c, c2p], norm_rel_ebd layer_norm, share_att_key
@@ -26,13 +39,15 @@ weights (N(0, 0.02), LN gain 1, bias 0: values do not change the timing).
 usage:
   eager_baseline.py [--batch 8] [--length 128] [--dtype fp32|bf16] [--threads N]
                     [--repeats 20] [--warmup 3] [--json] [--seed 0]
+                    [--shape v3-base|deberta-base|albert-base]
   eager_baseline.py --model DIR ...   (time a real checkpoint dir instead)
 Output (--json): one JSON object
-  {"dtype", "batch", "length", "threads", "median_s", "repeats", "torch_version",
-   + "min_s", "model"}
+  {"dtype", "batch", "length", "threads", "median_s", "times_s", "repeats",
+   "warmup", "torch_version", "min_s", "model"}
 median_s is the median wall time of one forward (embeddings .. head) over
---repeats timed runs after --warmup untimed ones; inputs are random ids, no
-padding.
+--repeats timed runs after --warmup untimed ones (statistics.median: the mean
+of the two middle values for an even count, as every engine of run_all);
+inputs are random ids, no padding.
 
 Allocator: glibc malloc returns large freed blocks to the OS (mmap/munmap,
 trim) and faults them back in on the next forward, which can dominate eager
@@ -95,6 +110,31 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from deberta_reference import Config as Cfg, act, make_log_bucket_position, read_safetensors  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import albert_eager  # noqa: E402
+
+# DeBERTa v1 (Hugging Face model_type "deberta", modeling_deberta.py; issue 26). DebertaConfig's
+# defaults, then v1's derived values: no log buckets, no key sharing, no LayerNorm on the relative table,
+# no ConvLayer, and the score scale sqrt(d * (1 + len(pos_att_type))) whatever the entries are.
+V1_DEFAULTS = {"vocab_size": 50265, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+               "intermediate_size": 3072, "hidden_act": "gelu", "max_position_embeddings": 512,
+               "type_vocab_size": 0, "layer_norm_eps": 1e-7, "relative_attention": False,
+               "max_relative_positions": -1, "position_biased_input": True, "pooler_hidden_act": "gelu"}
+
+# microsoft/deberta-base's config.json (v1 Base) + a 2-label classification head.
+V1_BASE = dict(V1_DEFAULTS, model_type="deberta", architectures=["DebertaForSequenceClassification"],
+               id2label={"0": "LABEL_0", "1": "LABEL_1"}, relative_attention=True, pos_att_type="c2p|p2c",
+               position_biased_input=False, pad_token_id=0)
+
+
+def v1_config(d):
+    c = Cfg(dict(V1_DEFAULTS, **d))
+    c.v1 = True
+    c.position_buckets, c.share_att_key, c.norm_rel_ebd, c.conv_kernel_size = -1, False, ["none"], 0
+    c.attention_head_size = c.hidden_size // c.num_attention_heads
+    c.span = c.max_rel
+    c.scale_factor = 1 + len(c.pos_att_type)
+    c.talking_head = bool(d.get("talking_head", False))
+    return c
+
 
 def build_relative_position(q_len, k_len, bucket_size, max_position, device):
     rel = (torch.arange(q_len, dtype=torch.long, device=device)[:, None]
@@ -187,6 +227,68 @@ class SelfAttention(nn.Module):
         return ctx.view(B, self.h, L, -1).permute(0, 2, 1, 3).contiguous().view(B, L, -1)
 
 
+class V1SelfAttention(nn.Module):
+    """DeBERTa v1's DisentangledSelfAttention as modeling_deberta.py computes it: the fused in_proj (no
+    bias, its 3H rows q, k, v interleaved per head) with q_bias / v_bias, q scaled by 1/sqrt(d*f) before
+    the products, the relative table sliced to span = min(L, max_rel) rows either side, pos_proj (c2p, no
+    bias) and pos_q_proj (p2c, scaled too), optional talking heads."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        H, self.h = c.hidden_size, c.num_attention_heads
+        self.d = H // self.h
+        self.in_proj = nn.Linear(H, 3 * H, bias=False)
+        self.q_bias = nn.Parameter(torch.zeros(H))
+        self.v_bias = nn.Parameter(torch.zeros(H))
+        if c.relative_attention:
+            if "c2p" in c.pos_att_type:
+                self.pos_proj = nn.Linear(H, H, bias=False)
+            if "p2c" in c.pos_att_type:
+                self.pos_q_proj = nn.Linear(H, H)
+        if c.talking_head:
+            self.head_logits_proj = nn.Linear(self.h, self.h, bias=False)
+            self.head_weights_proj = nn.Linear(self.h, self.h, bias=False)
+
+    def heads(self, x):  # [..., n, H] -> [..., h, n, d]
+        return x.view(*x.shape[:-1], self.h, self.d).transpose(-2, -3)
+
+    def forward(self, x, att_mask, rel_pos, rel_emb, query_states=None):
+        if query_states is not None:
+            raise NotImplementedError("v1 eager: no Enhanced Mask Decoder queries")
+        c = self.c
+        B, L, _ = x.shape
+        qkv = self.in_proj(x).view(B, L, self.h, 3 * self.d).transpose(1, 2)  # [B, h, L, 3d]
+        q, k, v = qkv.chunk(3, dim=-1)
+        q = q + self.heads(self.q_bias.view(1, 1, -1))
+        v = v + self.heads(self.v_bias.view(1, 1, -1))
+        scale = torch.sqrt(torch.tensor(self.d, dtype=torch.float) * c.scale_factor).to(q.dtype)
+        q = q / scale
+        scores = torch.matmul(q, k.transpose(-1, -2))
+        if c.relative_attention:
+            span = min(L, c.max_rel)
+            R = rel_emb[c.max_rel - span:c.max_rel + span, :]  # [2 span, H]
+            rel = rel_pos.squeeze(0)  # [L, L]: i - j
+            if "c2p" in c.pos_att_type:
+                pos_k = self.heads(self.pos_proj(R))  # [h, 2 span, d]
+                c2p = torch.matmul(q, pos_k.transpose(-1, -2))  # [B, h, L, 2 span]
+                idx = torch.clamp(rel + span, 0, 2 * span - 1).expand(B, self.h, L, L)
+                scores = scores + torch.gather(c2p, dim=-1, index=idx)
+            if "p2c" in c.pos_att_type:
+                pos_q = self.heads(self.pos_q_proj(R)) / scale
+                p2c = torch.matmul(k, pos_q.transpose(-1, -2))  # [B, h, L (keys), 2 span]
+                idx = torch.clamp(-rel + span, 0, 2 * span - 1).expand(B, self.h, L, L)
+                scores = scores + torch.gather(p2c, dim=-1, index=idx).transpose(-1, -2)
+        if c.talking_head:
+            scores = self.head_logits_proj(scores.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        scores = scores.masked_fill(~att_mask, torch.finfo(q.dtype).min)
+        probs = torch.softmax(scores, dim=-1)
+        if c.talking_head:
+            probs = self.head_weights_proj(probs.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        ctx = torch.matmul(probs, v)  # [B, h, L, d]
+        return ctx.transpose(1, 2).reshape(B, L, -1)
+
+
 class DenseLN(nn.Module):
     def __init__(self, n_in, c):
         super().__init__()
@@ -200,7 +302,7 @@ class DenseLN(nn.Module):
 class Attention(nn.Module):
     def __init__(self, c):
         super().__init__()
-        setattr(self, "self", SelfAttention(c))
+        setattr(self, "self", V1SelfAttention(c) if getattr(c, "v1", False) else SelfAttention(c))
         self.output = DenseLN(c.num_attention_heads * c.attention_head_size, c)
 
     def forward(self, x, att_mask, rel_pos, rel_emb, query_states=None):
@@ -296,11 +398,13 @@ class Pooler(nn.Module):
 
 
 class DebertaV2Eager(nn.Module):
-    """Backbone under .deberta-less names (embeddings.*, encoder.*) + HF heads."""
+    """Backbone under .deberta-less names (embeddings.*, encoder.*) + HF heads. A config with model_type
+    "deberta" builds DeBERTa v1 (V1SelfAttention, v1's tensor names) instead."""
 
     def __init__(self, config_dict):
         super().__init__()
-        c = self.c = Cfg(config_dict)
+        v1 = config_dict.get("model_type") == "deberta"
+        c = self.c = v1_config(config_dict) if v1 else Cfg(config_dict)
         self.embeddings = Embeddings(c)
         self.encoder = Encoder(c)
         if c.head == "classify":
@@ -329,7 +433,7 @@ class DebertaV2Eager(nn.Module):
             for name, p in self.named_parameters():
                 if "LayerNorm.weight" in name:
                     p.fill_(1.0)
-                elif "LayerNorm.bias" in name:
+                elif "LayerNorm.bias" in name or name.endswith(("q_bias", "v_bias")):
                     p.zero_()
                 else:
                     p.normal_(0.0, 0.02, generator=g)
@@ -395,9 +499,10 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--model", help="checkpoint dir to time instead of the random v3-base shape "
-                                    "(DeBERTa-v2 or ALBERT, by its config.json's model_type)")
-    ap.add_argument("--shape", choices=["v3-base", "albert-base"], default="v3-base",
-                    help="random-weight shape when no --model (albert-base: albert_eager.py)")
+                                    "(DeBERTa-v2, DeBERTa v1 or ALBERT, by its config.json's model_type)")
+    ap.add_argument("--shape", choices=["v3-base", "deberta-base", "albert-base"], default="v3-base",
+                    help="random-weight shape when no --model (deberta-base: DeBERTa v1 Base, microsoft/deberta-"
+                         "base's config; albert-base: albert_eager.py)")
     ap.add_argument("--json", action="store_true", help="print one JSON object only")
     ap.add_argument("--profile", metavar="FILE",
                     help="after the timing, profile one more forward and write a Chrome trace (read it with "
@@ -413,6 +518,9 @@ def main(argv=None):
     elif a.model:
         model = load_checkpoint(a.model, dtype)
         name = os.path.abspath(a.model)
+    elif a.shape == "deberta-base":
+        model = DebertaV2Eager(V1_BASE).init_random(a.seed).to(dtype).eval()
+        name = "deberta-base (v1) shape (random weights, 2-label head)"
     elif a.shape == "albert-base":
         model = albert_eager.AlbertEager(albert_eager.ALBERT_BASE).init_random(a.seed).to(dtype).eval()
         name = "albert-base-v2 shape (random weights, 2-label head)"
@@ -432,8 +540,8 @@ def main(argv=None):
         prof.export_chrome_trace(a.profile)
     result = {
         "dtype": a.dtype, "batch": a.batch, "length": a.length,
-        "threads": torch.get_num_threads(), "median_s": statistics.median(times),
-        "repeats": a.repeats, "torch_version": torch.__version__,
+        "threads": torch.get_num_threads(), "median_s": statistics.median(times), "times_s": times,
+        "repeats": a.repeats, "warmup": a.warmup, "torch_version": torch.__version__,
         "min_s": min(times), "model": name,
     }
     if a.json:

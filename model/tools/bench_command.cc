@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <functional>
@@ -20,6 +21,8 @@
 #include "model/deberta/cpu_kernels.h"
 #include "model/deberta/encoder.h"
 #include "model/deberta/torch_util.h"
+#include "model/deberta/weights.h"
+#include "model/deberta_v1/deberta_v1_weights.h"
 #include "model/util/cpu_info.h"
 
 namespace dserve {
@@ -45,6 +48,21 @@ nlohmann::json ShapeConfig(const std::string& shape) {
               {"share_att_key", true}, {"position_biased_input", false}};
     }
   }
+  // DeBERTa v1 (issue 26), microsoft/deberta-base and -large's config.json:
+  // relative span max_relative_positions -1 -> max_position_embeddings 512,
+  // no position buckets, "c2p|p2c" as a string, no absolute positions.
+  struct V1Size { const char* name; int hidden, layers, heads, intermediate; };
+  static const V1Size kV1Sizes[] = {{"deberta-base", 768, 12, 12, 3072}, {"deberta-large", 1024, 24, 16, 4096}};
+  for (const auto& s : kV1Sizes) {
+    if (shape == s.name) {
+      return {{"model_type", "deberta"}, {"architectures", {"DebertaForSequenceClassification"}},
+              {"vocab_size", 50265}, {"hidden_size", s.hidden}, {"num_hidden_layers", s.layers},
+              {"num_attention_heads", s.heads}, {"intermediate_size", s.intermediate},
+              {"hidden_act", "gelu"}, {"max_position_embeddings", 512}, {"type_vocab_size", 0},
+              {"layer_norm_eps", 1e-7}, {"relative_attention", true}, {"max_relative_positions", -1},
+              {"pos_att_type", "c2p|p2c"}, {"position_biased_input", false}};
+    }
+  }
   if (shape == "albert-base") {  // albert-base-v2's config.json
     return {{"model_type", "albert"}, {"architectures", {"AlbertForSequenceClassification"}},
             {"vocab_size", 30000}, {"embedding_size", 128}, {"hidden_size", 768}, {"num_hidden_layers", 12},
@@ -58,6 +76,85 @@ nlohmann::json ShapeConfig(const std::string& shape) {
 }
 
 using EncoderForward = std::function<torch::Tensor(const EncoderInput&)>;
+
+// A DeBERTa v1 encoder's weights with random values under v1's own tensor
+// names and layout (HF's DebertaModel: in_proj interleaved per head, q_bias,
+// v_bias, pos_proj without bias, pos_q_proj, rel_embeddings without a
+// LayerNorm), loaded through the v1 family's loader
+// (LoadDebertaV1EncoderWeights) onto the v2 encoder, as `dserve serve` loads
+// a v1 checkpoint. HF's init: Linear weights and tables N(0,
+// initializer_range), biases 0, LayerNorm gain 1.
+EncoderWeights RandomV1Weights(const ModelConfig& c, torch::ScalarType dtype, const torch::Device& device) {
+  const int64_t H = c.hidden_size, E = c.embedding_dim(), I = c.intermediate_size, h = c.num_attention_heads;
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  auto normal = [&](const std::string& name, std::vector<int64_t> shape) {
+    tensors.emplace_back(name, torch::randn(shape) * c.initializer_range);
+  };
+  auto fill = [&](const std::string& name, int64_t n, float value) {
+    tensors.emplace_back(name, torch::full({n}, value));
+  };
+  auto linear = [&](const std::string& name, int64_t out, int64_t in, bool bias) {
+    normal(name + ".weight", {out, in});
+    if (bias) fill(name + ".bias", out, 0.f);
+  };
+  auto norm = [&](const std::string& name, int64_t n) {
+    fill(name + ".weight", n, 1.f);
+    fill(name + ".bias", n, 0.f);
+  };
+  normal("deberta.embeddings.word_embeddings.weight", {c.vocab_size, E});
+  if (c.position_biased_input) normal("deberta.embeddings.position_embeddings.weight", {c.max_position_embeddings, E});
+  if (c.type_vocab_size > 0) normal("deberta.embeddings.token_type_embeddings.weight", {c.type_vocab_size, E});
+  if (E != H) linear("deberta.embeddings.embed_proj", H, E, false);
+  norm("deberta.embeddings.LayerNorm", H);
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string p = absl::StrCat("deberta.encoder.layer.", i, ".");
+    linear(p + "attention.self.in_proj", 3 * H, H, false);
+    fill(p + "attention.self.q_bias", H, 0.f);
+    fill(p + "attention.self.v_bias", H, 0.f);
+    if (c.relative_attention && c.has_c2p()) linear(p + "attention.self.pos_proj", H, H, false);
+    if (c.relative_attention && c.has_p2c()) linear(p + "attention.self.pos_q_proj", H, H, true);
+    if (c.deberta_v1 && c.deberta_v1->talking_head) {
+      normal(p + "attention.self.head_logits_proj.weight", {h, h});
+      normal(p + "attention.self.head_weights_proj.weight", {h, h});
+    }
+    linear(p + "attention.output.dense", H, H, true);
+    norm(p + "attention.output.LayerNorm", H);
+    linear(p + "intermediate.dense", I, H, true);
+    linear(p + "output.dense", H, I, true);
+    norm(p + "output.LayerNorm", H);
+  }
+  if (c.relative_attention) normal("deberta.encoder.rel_embeddings.weight", {2 * c.max_relative(), H});
+  // One safetensors file in memory (float32, contiguous, header padded to 8).
+  nlohmann::json header = nlohmann::json::object();
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    const uint64_t bytes = static_cast<uint64_t>(t.numel()) * sizeof(float);
+    header[name] = {{"dtype", "F32"}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string head = header.dump();
+  head.append((8 - head.size() % 8) % 8, ' ');
+  std::string file(8 + head.size() + offset, '\0');
+  const uint64_t head_size = head.size();
+  for (int b = 0; b < 8; ++b) file[static_cast<size_t>(b)] = static_cast<char>((head_size >> (8 * b)) & 0xff);
+  file.replace(8, head.size(), head);
+  size_t at = 8 + head.size();
+  for (const auto& [name, t] : tensors) {
+    const torch::Tensor f = t.contiguous();
+    std::memcpy(&file[at], f.data_ptr<float>(), static_cast<size_t>(f.numel()) * sizeof(float));
+    at += static_cast<size_t>(f.numel()) * sizeof(float);
+  }
+  tensors.clear();
+  auto fail = [](const absl::Status& status) { throw std::runtime_error(std::string(status.message())); };
+  auto parsed = SafetensorsFile::FromBytes("random deberta-v1 weights", std::move(file), {});
+  if (!parsed.ok()) fail(parsed.status());
+  std::vector<std::unique_ptr<TensorFile>> files;
+  files.push_back(*std::move(parsed));
+  WeightStore store(std::move(files), dtype, device);
+  auto weights = LoadDebertaV1EncoderWeights(c, store);
+  if (!weights.ok()) fail(weights.status());
+  return *std::move(weights);
+}
 
 // The encoder of `config`'s family with random weights (HF's init). The
 // kernel switches are the DeBERTa encoder's; ALBERT's has none.
@@ -76,7 +173,9 @@ EncoderForward RandomEncoder(const ModelConfig& config, torch::ScalarType dtype,
   DebertaEncoder::Options options;
   options.kernels = kernels;
   options.int8_linear = int8;
-  auto encoder = DebertaEncoder::Create(config, EncoderWeights::Init(config, dtype, device), options);
+  auto encoder = DebertaEncoder::Create(
+      config, config.deberta_v1 ? RandomV1Weights(config, dtype, device) : EncoderWeights::Init(config, dtype, device),
+      options);
   if (!encoder.ok()) fail(encoder.status());
   std::shared_ptr<DebertaEncoder> e = *std::move(encoder);
   return [e](const EncoderInput& in) { return e->Forward(in); };
@@ -92,11 +191,23 @@ double ProcessCpuSeconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-// Median wall time of `fn`, the device synchronised around each call; the
-// median process CPU seconds per call go to `cpu_seconds` when given (on a
-// busy machine CPU time of a 1-thread run moves less than wall time).
+// The median of `v` as every engine of bench/run_all.sh defines it (Python's
+// statistics.median, ort_bench.js): the middle value, or the mean of the two
+// middle values for an even count.
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Median wall time of `fn` after `warmup` untimed calls, the device
+// synchronised around each call; the median process CPU seconds per call go
+// to `cpu_seconds` when given (on a busy machine CPU time of a 1-thread run
+// moves less than wall time).
 template <typename Fn>
-double MedianSeconds(const torch::Device& device, int warmup, int repeats, Fn&& fn, double* cpu_seconds = nullptr) {
+double MedianSeconds(const torch::Device& device, int warmup, int repeats, Fn&& fn, double* cpu_seconds = nullptr,
+                     std::vector<double>* times_out = nullptr) {
   for (int i = 0; i < warmup; ++i) fn();
   Synchronize(device);
   std::vector<double> times, cpu;
@@ -108,10 +219,9 @@ double MedianSeconds(const torch::Device& device, int warmup, int repeats, Fn&& 
     times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     cpu.push_back(ProcessCpuSeconds() - c0);
   }
-  std::sort(times.begin(), times.end());
-  std::sort(cpu.begin(), cpu.end());
-  if (cpu_seconds) *cpu_seconds = cpu[cpu.size() / 2];
-  return times[times.size() / 2];
+  if (cpu_seconds) *cpu_seconds = Median(cpu);
+  if (times_out) *times_out = times;
+  return Median(times);
 }
 
 // The matmul peak of `dtype` on a 2048^3 product, through the GEMM our dense
@@ -161,7 +271,7 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
   nlohmann::json raw = ShapeConfig(o.shape);
   if (raw.is_null() || raw.is_discarded()) {
     err << "dserve bench encoder: unknown shape '" << o.shape
-        << "' (v3-xsmall, v3-small, v3-base, v3-large, albert-base or a config.json path)\n";
+        << "' (v3-xsmall, v3-small, v3-base, v3-large, deberta-base, deberta-large, albert-base or a config.json path)\n";
     return 1;
   }
   auto config = ModelConfig::FromJson(raw);
@@ -232,9 +342,12 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
       input.input_ids = torch::randint(5, config->vocab_size, {o.batch_size, o.length}, ids);
       input.attention_mask = torch::ones({o.batch_size, o.length}, ids);
       double cpu_seconds = 0;
+      std::vector<double> times;
       const double seconds =
-          MedianSeconds(*device, o.warmup, o.repeats, [&] { forward(input); }, &cpu_seconds);
+          MedianSeconds(*device, o.warmup, o.repeats, [&] { forward(input); }, &cpu_seconds, &times);
       row["median_s"] = seconds;
+      row["times_s"] = times;
+      row["warmup"] = o.warmup;
       row["median_cpu_s"] = cpu_seconds;
       row["sequences_per_s"] = o.batch_size / seconds;
       row["model_gflops"] = flops / seconds / 1e9;

@@ -9,7 +9,7 @@
 namespace dserve {
 
 struct EncoderBenchOptions {
-  std::string shape = "v3-base";       // v3-xsmall | v3-small | v3-base | v3-large | path to config.json
+  std::string shape = "v3-base";       // v3-xsmall | v3-small | v3-base | v3-large | deberta-base | deberta-large (v1) | albert-base | path to config.json
   int batch_size = 8;
   int length = 128;
   int repeats = 5;                     // timed forwards per dtype (median reported)
