@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/deberta/cpu_kernels.h"
+#include "model/deberta/packed_linear.h"
 #include "model/deberta/tensor_schema.h"
 #include "model/deberta/weights.h"
 #include "model/util/status_macros.h"
@@ -24,23 +25,27 @@ torch::Tensor Linear(const torch::Tensor& x, const LinearWeights& w) {
   return torch::linear(x, w.weight, w.bias);
 }
 
-// `int8` when packed and x can take it (inference), else Linear(x, w). x
+// `int8` when packed and x can take it (inference), else `packed` (the
+// pre-packed oneDNN matmul) when it can take x, else Linear(x, w). x
 // [B, L, K] with one length per sequence: each sequence quantized over its
 // own valid rows.
 torch::Tensor Linear(const torch::Tensor& x, const LinearWeights& w, const Int8Linear* int8,
-                     const std::vector<int64_t>& lengths) {
+                     const std::vector<int64_t>& lengths, const PackedLinear* packed = nullptr) {
   if (int8 != nullptr && int8->defined() && Int8LinearApplies(x)) {
     if (x.dim() == 3 && static_cast<int64_t>(lengths.size()) == x.size(0)) return int8->Forward(x, lengths);
     return int8->Forward(x);
   }
+  if (packed != nullptr && packed->Applies(x)) return packed->Forward(x);
   return Linear(x, w);
 }
 
-// LayerNorm(x + residual), in one pass on CPU where the kernel applies.
+// LayerNorm(x + residual), in one pass on CPU where the kernel applies;
+// residual may be undefined (LayerNorm(x)).
 torch::Tensor AddNorm(const torch::Tensor& x, const torch::Tensor& residual, const NormWeights& w, double eps) {
   if (FusedAddLayerNormApplies(x, w.weight, w.bias)) return FusedAddLayerNorm(x, residual, w.weight, w.bias, eps);
   // In the weights' dtype: under training's bf16 autocast the sum is bf16.
-  return torch::layer_norm((x + residual).to(w.weight.scalar_type()), {x.size(-1)}, w.weight, w.bias, eps);
+  return torch::layer_norm((residual.defined() ? x + residual : x).to(w.weight.scalar_type()), {x.size(-1)},
+                           w.weight, w.bias, eps);
 }
 
 // Sizes `w`'s parameter groups from `c`, for Load and Init.
@@ -129,6 +134,12 @@ struct AlbertEncoder::Int8Layer {
   Int8Linear qkv, dense, ffn, ffn_output;
 };
 
+struct AlbertEncoder::PackedLayer {
+  PackedLinear qkv, dense;
+  PackedLinear ffn;         // with hidden_act as a post-op when oneDNN has it
+  PackedLinear ffn_output;  // with the residual (the attention block's output) as a sum post-op
+};
+
 AlbertEncoder::AlbertEncoder(const ModelConfig& config, AlbertWeights weights)
     : config_(config), weights_(std::move(weights)) {}
 
@@ -160,7 +171,12 @@ absl::StatusOr<std::unique_ptr<AlbertEncoder>> AlbertEncoder::Create(const Model
     }
   }
   if (!options.precompute) return e;
+  // Pre-packed dense layers for CPU inference (not with int8, which packs its own).
+  const bool pack = !options.int8_linear && PackedLinearEnabled() &&
+                    PackedLinear::Supports(e->weights_.embedding_to_hidden.weight);
+  const DenseActivation act = DenseActivationByName(config.hidden_act);
   RETURN_IF_ERROR(TorchCall("albert encoder: fusing the QKV weights", [&] {
+    torch::InferenceMode guard;
     for (const auto& group : e->weights_.groups) {
       std::vector<Fused> fused;
       for (const AlbertLayerWeights& l : group) {
@@ -174,6 +190,15 @@ absl::StatusOr<std::unique_ptr<AlbertEncoder>> AlbertEncoder::Create(const Model
           int8->ffn = Int8Linear::Pack(l.ffn.weight, l.ffn.bias);
           int8->ffn_output = Int8Linear::Pack(l.ffn_output.weight, l.ffn_output.bias);
           f.int8 = std::move(int8);
+        }
+        if (pack) {
+          auto packed = std::make_shared<PackedLayer>();
+          packed->qkv = PackedLinear::Pack(f.qkv.weight, f.qkv.bias);
+          packed->dense = PackedLinear::Pack(l.dense.weight, l.dense.bias);
+          packed->ffn = PackedLinear::Pack(l.ffn.weight, l.ffn.bias, act);
+          packed->ffn_output = PackedLinear::Pack(l.ffn_output.weight, l.ffn_output.bias, DenseActivation::kNone,
+                                                  /*residual=*/true);
+          f.packed = std::move(packed);
         }
         fused.push_back(std::move(f));
       }
@@ -214,7 +239,8 @@ torch::Tensor AlbertEncoder::Layer(const AlbertLayerWeights& w, const Fused* fus
             : LinearWeights{torch::cat({w.query.weight, w.key.weight, w.value.weight}, 0),
                             torch::cat({w.query.bias, w.key.bias, w.value.bias}, 0)};
   const Int8Layer* int8 = fused ? fused->int8.get() : nullptr;
-  const auto qkv = Linear(hidden, qkv_weights, int8 ? &int8->qkv : nullptr, lengths)
+  const PackedLayer* packed = fused ? fused->packed.get() : nullptr;
+  const auto qkv = Linear(hidden, qkv_weights, int8 ? &int8->qkv : nullptr, lengths, packed ? &packed->qkv : nullptr)
                        .view({B, L, 3, heads_, head_size_})
                        .permute({2, 0, 3, 1, 4});
   const auto q = qkv[0], k = qkv[1], v = qkv[2];
@@ -223,9 +249,20 @@ torch::Tensor AlbertEncoder::Layer(const AlbertLayerWeights& w, const Fused* fus
   // Softmax in float32 (bf16 scores keep their argmax but not their sum).
   const auto probs = MaybeDropout(torch::softmax(scores, -1, torch::kFloat).to(hidden.scalar_type()), dropout.attention);
   const auto context = torch::matmul(probs, v).permute({0, 2, 1, 3}).reshape({B, L, H});
-  const auto projected =
-      MaybeDropout(Linear(context, w.dense, int8 ? &int8->dense : nullptr, lengths), dropout.hidden);
+  const auto projected = MaybeDropout(
+      Linear(context, w.dense, int8 ? &int8->dense : nullptr, lengths, packed ? &packed->dense : nullptr),
+      dropout.hidden);
   const auto attended = AddNorm(projected, hidden, w.attention_norm, config_.layer_norm_eps);
+  if (packed != nullptr && packed->ffn.Applies(attended) && attended.is_contiguous()) {
+    // Pre-packed oneDNN: the activation in the ffn's epilogue (when oneDNN
+    // has hidden_act), the residual added by ffn_output into `attended`'s
+    // storage (AddNorm's fresh result, read by nothing after this), then
+    // LayerNorm alone.
+    torch::Tensor inner = packed->ffn.Forward(attended);
+    if (packed->ffn.activation() == DenseActivation::kNone) inner = act_in_place_(inner);
+    const torch::Tensor sum = packed->ffn_output.Forward(inner, attended);
+    return AddNorm(sum, torch::Tensor(), w.output_norm, config_.layer_norm_eps);
+  }
   const Activation& act = torch::GradMode::is_enabled() ? act_ : act_in_place_;
   const auto inner = act(Linear(attended, w.ffn, int8 ? &int8->ffn : nullptr, lengths));
   return AddNorm(Linear(inner, w.ffn_output, int8 ? &int8->ffn_output : nullptr, lengths), attended, w.output_norm,

@@ -89,9 +89,13 @@ class AlbertEncoder {
 
  private:
   struct Int8Layer;  // the int8 dense layers of one stored layer (Options::int8_linear)
+  // The pre-packed oneDNN dense layers of one stored layer (packed_linear.h),
+  // for CPU inference in fp32 / bf16 unless DSERVE_PACKED_LINEAR=0.
+  struct PackedLayer;
   struct Fused {
     LinearWeights qkv;  // [3H, H]: one GEMM for query, key and value
     std::shared_ptr<const Int8Layer> int8;  // set with Options::int8_linear
+    std::shared_ptr<const PackedLayer> packed;  // set without int8, where oneDNN's matmul runs
   };
   AlbertEncoder(const ModelConfig& config, AlbertWeights weights);
   torch::Tensor Embed(const EncoderInput& input, const Dropout& dropout) const;

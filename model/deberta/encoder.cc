@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "model/deberta/cpu_kernels.h"
 #include "model/deberta/grad_checkpoint.h"
+#include "model/deberta/packed_linear.h"
 #include "model/deberta/tensor_schema.h"
 #include "model/deberta/weights.h"
 #include "model/util/status_macros.h"
@@ -26,15 +27,17 @@ torch::Tensor Linear(const torch::Tensor& x, const LinearWeights& w, bool fused)
   return Linear(x, w);
 }
 
-// `int8` when packed and x can take it (inference), else Linear(x, w, fused).
+// `int8` when packed and x can take it (inference), else `packed` (the
+// pre-packed oneDNN matmul) when it can take x, else Linear(x, w, fused).
 // x [B, L, K] with one length per sequence: each sequence quantized over its
 // own valid rows.
 torch::Tensor Linear(const torch::Tensor& x, const LinearWeights& w, bool fused, const Int8Linear* int8,
-                     const std::vector<int64_t>& lengths) {
+                     const std::vector<int64_t>& lengths, const PackedLinear* packed = nullptr) {
   if (int8 != nullptr && int8->defined() && Int8LinearApplies(x)) {
     if (x.dim() == 3 && static_cast<int64_t>(lengths.size()) == x.size(0)) return int8->Forward(x, lengths);
     return int8->Forward(x);
   }
+  if (packed != nullptr && packed->Applies(x)) return packed->Forward(x);
   return Linear(x, w, fused);
 }
 
@@ -219,7 +222,10 @@ absl::Status DebertaEncoder::Prepare() {
     return TorchCall("encoder: precomputing position projections", [&] {
       torch::InferenceMode guard;
       caches_ = Caches(/*position_dropout=*/0);
-      if (!options_.int8_linear) return;
+      if (!options_.int8_linear) {
+        PackDenseLayers();
+        return;
+      }
       for (size_t i = 0; i < caches_.size(); ++i) {
         // The fused QKV already carries the score scale on its query rows.
         const LayerWeights& layer = weights_.layers[i];
@@ -233,6 +239,30 @@ absl::Status DebertaEncoder::Prepare() {
     });
   }
   return absl::OkStatus();
+}
+
+struct DebertaEncoder::PackedLayer {
+  PackedLinear qkv, attention_output;
+  PackedLinear intermediate;  // with hidden_act as a post-op when oneDNN has it
+  PackedLinear output;        // with the residual (the attention output) as a sum post-op
+};
+
+void DebertaEncoder::PackDenseLayers() {
+  // Inference on CPU in fp32 / bf16 with the linear kernel on; the weights
+  // stay as they are for the torch path (autograd, other devices).
+  const torch::Tensor& probe = weights_.layers.front().intermediate.weight;
+  if (!options_.kernels.linear || !PackedLinearEnabled() || !PackedLinear::Supports(probe)) return;
+  const DenseActivation act = DenseActivationByName(config_.hidden_act);
+  for (size_t i = 0; i < caches_.size(); ++i) {
+    const LayerWeights& layer = weights_.layers[i];
+    auto packed = std::make_shared<PackedLayer>();
+    packed->qkv = PackedLinear::Pack(caches_[i].qkv.weight, caches_[i].qkv.bias);
+    packed->attention_output = PackedLinear::Pack(layer.attention.output.weight, layer.attention.output.bias);
+    packed->intermediate = PackedLinear::Pack(layer.intermediate.weight, layer.intermediate.bias, act);
+    packed->output = PackedLinear::Pack(layer.output.weight, layer.output.bias, DenseActivation::kNone,
+                                        /*residual=*/true);
+    caches_[i].packed = std::move(packed);
+  }
 }
 
 const LayerWeights& DebertaEncoder::Layer(int64_t index) const {
@@ -339,17 +369,19 @@ torch::Tensor DebertaEncoder::Attention(const LayerWeights& layer, const LayerCa
   const int64_t B = hidden.size(0), L = hidden.size(1), h = heads_, d = head_size_;
   const torch::Tensor& residual = query_states ? *query_states : hidden;
   const Int8Layer* int8 = cache.int8.get();
+  const PackedLayer* packed = cache.packed.get();
   auto finish = [&](const torch::Tensor& context) {
     return AddNorm(Linear(context, layer.attention.output, options_.kernels.linear,
-                          int8 ? &int8->attention_output : nullptr, masks.lengths),
+                          int8 ? &int8->attention_output : nullptr, masks.lengths,
+                          packed ? &packed->attention_output : nullptr),
                    residual,
                    layer.attention.output_norm, config_.layer_norm_eps, dropout.hidden, options_.kernels.add_layer_norm);
   };
   torch::Tensor q, k, v;  // [B, h, L, d]; q carries the score scale once
   if (query_states == nullptr) {
     // [B, L, 3*h*d], queries pre-scaled
-    torch::Tensor fused =
-        Linear(hidden, cache.qkv, options_.kernels.linear, int8 ? &int8->qkv : nullptr, masks.lengths);
+    torch::Tensor fused = Linear(hidden, cache.qkv, options_.kernels.linear, int8 ? &int8->qkv : nullptr,
+                                 masks.lengths, packed ? &packed->qkv : nullptr);
     // bf16 with several intra-op threads: torch's path is faster (v3-base 8x128,
     // 2 threads: 0.63 s per forward without the fused attention vs 0.72 s with
     // it; at 1 thread the fused one is faster, 1.14 vs 1.18 CPU s), so the
@@ -426,6 +458,19 @@ torch::Tensor DebertaEncoder::LayerImpl(int64_t index, const LayerCache& cache,
                                         const Relative& relative, const Dropout& dropout) const {
   const LayerWeights& layer = Layer(index);
   auto attention = Attention(layer, cache, hidden, query_states, masks, relative, dropout);
+  const PackedLayer* packed = cache.packed.get();
+  if (packed != nullptr && dropout.hidden == 0 && packed->intermediate.Applies(attention) &&
+      attention.is_contiguous()) {
+    // Pre-packed oneDNN: GELU in the intermediate's epilogue (when oneDNN
+    // has hidden_act), the residual added by the output GEMM into
+    // `attention`'s storage (a fresh tensor of Attention's that nothing else
+    // reads after this), then LayerNorm alone.
+    torch::Tensor inner = packed->intermediate.Forward(attention);
+    if (packed->intermediate.activation() == DenseActivation::kNone) inner = hidden_act_in_place_(inner);
+    torch::Tensor sum = packed->output.Forward(inner, attention);
+    return AddNorm(sum, torch::Tensor(), layer.output_norm, config_.layer_norm_eps, 0.0,
+                   options_.kernels.add_layer_norm);
+  }
   // The intermediate is a temporary: without autograd, activate it in place.
   const Int8Layer* int8 = cache.int8.get();
   auto inner = Linear(attention, layer.intermediate, options_.kernels.linear, int8 ? &int8->intermediate : nullptr,

@@ -113,7 +113,11 @@ class DebertaEncoder {
     struct Kernels {
       bool attention = true;       // fused per-head disentangled attention
       bool add_layer_norm = true;  // residual add + LayerNorm in one pass
-      bool linear = true;          // fp32 linear through oneDNN sgemm
+      // The dense layers through oneDNN: pre-packed matmul primitives with
+      // bias, GELU and the FFN residual fused (packed_linear.h; fp32 and
+      // bf16, built at Create unless DSERVE_PACKED_LINEAR=0), else fp32
+      // through oneDNN sgemm.
+      bool linear = true;
       static Kernels None() { return {false, false, false}; }
     };
     Kernels kernels;
@@ -162,11 +166,13 @@ class DebertaEncoder {
 
  private:
   struct Int8Layer;  // the int8 dense layers of one stored layer (Options::int8_linear)
+  struct PackedLayer;  // the pre-packed oneDNN dense layers of one stored layer (Kernels::linear)
   struct LayerCache {
     LinearWeights qkv;        // fused [3H, H]
     torch::Tensor pos_key;    // [h, 2*span, d], when c2p
     torch::Tensor pos_query;  // [h, 2*span, d] pre-scaled by 1/sqrt(d*k), when p2c
     std::shared_ptr<const Int8Layer> int8;  // set with Options::int8_linear
+    std::shared_ptr<const PackedLayer> packed;  // set with Kernels::linear (CPU inference)
   };
   // The key mask two ways: an additive bias [B, 1, 1, L] for the torch path,
   // uint8 [B, L] flags for the fused CPU attention.
@@ -186,6 +192,7 @@ class DebertaEncoder {
 
   DebertaEncoder(const ModelConfig& config, EncoderWeights weights, const Options& options);
   absl::Status Prepare();
+  void PackDenseLayers();  // caches_[i].packed, when Kernels::linear applies
   const LayerWeights& Layer(int64_t index) const;
   torch::Tensor NormalisedRelEmbeddings() const;
   LayerCache BuildLayerCache(const LayerWeights& layer, const torch::Tensor& rel) const;
