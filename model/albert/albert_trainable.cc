@@ -1,13 +1,14 @@
-// ALBERT's part of training (model/train/trainable_family.h): fine-tuning a
+// ALBERT's part of training (model/family/trainable_family.h): fine-tuning a
 // Hugging Face ALBERT checkpoint for classify, rerank and answer, with
 // AlbertEncoder following the live weights (no precomputed QKV) and
 // ALBERT's dropouts; tensors under AlbertFor*'s names.
+#include "model/albert/albert_trainable.h"
+
 #include <torch/torch.h>
 
 #include "model/albert/albert_encoder.h"
 #include "model/albert/albert_network.h"
 #include "model/deberta/weights.h"
-#include "model/train/trainable_family.h"
 #include "model/util/status_macros.h"
 
 namespace dserve {

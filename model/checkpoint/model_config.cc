@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "model/checkpoint/config_rules.h"
 #include "model/util/logging.h"
 #include "model/util/status_macros.h"
 
@@ -24,110 +25,9 @@ using nlohmann::json;
 constexpr const char* kProblemTypes[] = {"regression", "single_label_classification",
                                          "multi_label_classification"};
 
-// A short rendering of a JSON value for error messages.
-std::string Describe(const json& value) {
-  std::string text = value.dump();
-  if (text.size() > 40) text = text.substr(0, 37) + "...";
-  return absl::StrCat(value.type_name(), " ", text);
-}
-
-// Reads typed fields of one JSON object, remembering which keys were used so
-// that the rest can be kept verbatim. `scope` prefixes error messages
-// ("config.json" or "/path/config.json"), `prefix` prefixes field names
-// ("dserve.qa.").
-class FieldReader {
- public:
-  FieldReader(const json& object, std::string scope, std::string prefix)
-      : object_(object), scope_(std::move(scope)), prefix_(std::move(prefix)) {}
-
-  // Returns the value of `key`, or nullptr when absent or null. Marks it used.
-  const json* Get(const std::string& key) {
-    used_.insert(key);
-    auto it = object_.find(key);
-    if (it == object_.end() || it->is_null()) return nullptr;
-    return &*it;
-  }
-  bool Has(const std::string& key) const {
-    auto it = object_.find(key);
-    return it != object_.end() && !it->is_null();
-  }
-
-  absl::Status Error(const std::string& key, const std::string& problem) const {
-    return absl::InvalidArgumentError(absl::StrCat(scope_, ": ", prefix_, key, " ", problem));
-  }
-
-  absl::Status Int(const std::string& key, int64_t* out) {
-    const json* v = Get(key);
-    if (v == nullptr) return absl::OkStatus();
-    if (v->is_number_unsigned()) {
-      uint64_t u = v->get<uint64_t>();
-      if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        return Error(key, absl::StrCat("is out of range (", v->dump(), ")"));
-      }
-      *out = static_cast<int64_t>(u);
-      return absl::OkStatus();
-    }
-    if (v->is_number_integer()) {
-      *out = v->get<int64_t>();
-      return absl::OkStatus();
-    }
-    return Error(key, absl::StrCat("must be an integer, got ", Describe(*v)));
-  }
-  absl::Status Int32(const std::string& key, int* out) {
-    int64_t value = *out;
-    RETURN_IF_ERROR(Int(key, &value));
-    if (value < std::numeric_limits<int>::min() || value > std::numeric_limits<int>::max()) {
-      return Error(key, absl::StrCat("is out of range (", value, ")"));
-    }
-    *out = static_cast<int>(value);
-    return absl::OkStatus();
-  }
-  absl::Status Double(const std::string& key, double* out) {
-    const json* v = Get(key);
-    if (v == nullptr) return absl::OkStatus();
-    if (!v->is_number()) return Error(key, absl::StrCat("must be a number, got ", Describe(*v)));
-    *out = v->get<double>();
-    return absl::OkStatus();
-  }
-  absl::Status Bool(const std::string& key, bool* out) {
-    const json* v = Get(key);
-    if (v == nullptr) return absl::OkStatus();
-    if (!v->is_boolean()) {
-      return Error(key, absl::StrCat("must be true or false, got ", Describe(*v)));
-    }
-    *out = v->get<bool>();
-    return absl::OkStatus();
-  }
-  absl::Status String(const std::string& key, std::string* out) {
-    const json* v = Get(key);
-    if (v == nullptr) return absl::OkStatus();
-    if (!v->is_string()) return Error(key, absl::StrCat("must be a string, got ", Describe(*v)));
-    *out = v->get<std::string>();
-    return absl::OkStatus();
-  }
-  absl::Status Object(const std::string& key, json* out) {
-    const json* v = Get(key);
-    if (v == nullptr) return absl::OkStatus();
-    if (!v->is_object()) return Error(key, absl::StrCat("must be an object, got ", Describe(*v)));
-    *out = *v;
-    return absl::OkStatus();
-  }
-
-  // Keys not read by any accessor, in the object's order.
-  json Unused() const {
-    json rest = json::object();
-    for (auto it = object_.begin(); it != object_.end(); ++it) {
-      if (used_.count(it.key()) == 0) rest[it.key()] = it.value();
-    }
-    return rest;
-  }
-
- private:
-  const json& object_;
-  std::string scope_;
-  std::string prefix_;
-  std::set<std::string> used_;
-};
+// The reader and the checks are shared with the families' rules (config_rules.h).
+using FieldReader = ConfigFieldReader;
+std::string Describe(const json& value) { return DescribeJson(value); }
 
 std::optional<Task> TaskFromName(const std::string& name) {
   if (name == "classify") return Task::kClassify;
@@ -146,6 +46,10 @@ std::optional<Task> ArchitectureTask(const std::vector<std::string>& architectur
     if (arch.find("MaskedLM") != std::string::npos) return Task::kMlm;
   }
   return std::nullopt;
+}
+
+bool Contains(const std::vector<std::string>& list, const std::string& item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
 }
 
 std::vector<std::string> SplitBar(const std::string& text) {
@@ -342,39 +246,6 @@ absl::Status ParseArchitectures(FieldReader& reader, std::vector<std::string>* o
   return absl::OkStatus();
 }
 
-// transformers AlbertConfig's defaults where they differ from DebertaV2Config's.
-ModelConfig AlbertDefaults() {
-  ModelConfig c;
-  c.model_type = "albert";
-  c.vocab_size = 30000;
-  c.embedding_size = 128;
-  c.hidden_size = 4096;
-  c.num_hidden_layers = 12;
-  c.num_attention_heads = 64;
-  c.intermediate_size = 16384;
-  c.hidden_act = "gelu_new";
-  c.hidden_dropout_prob = 0.0;
-  c.attention_probs_dropout_prob = 0.0;
-  c.max_position_embeddings = 512;
-  c.type_vocab_size = 2;
-  c.layer_norm_eps = 1e-12;
-  c.pad_token_id = 0;
-  c.position_biased_input = true;  // absolute position embeddings, always
-  c.relative_attention = false;
-  c.pooler_hidden_act = "tanh";    // albert.pooler: tanh(Linear(h[:, 0]))
-  c.albert = AlbertFields();
-  return c;
-}
-
-absl::Status ParseAlbertFields(FieldReader& r, ModelConfig* c) {
-  AlbertFields& a = *c->albert;
-  RETURN_IF_ERROR(r.Int("num_hidden_groups", &a.num_hidden_groups));
-  RETURN_IF_ERROR(r.Int("inner_group_num", &a.inner_group_num));
-  RETURN_IF_ERROR(r.Double("classifier_dropout_prob", &a.classifier_dropout_prob));
-  RETURN_IF_ERROR(r.String("position_embedding_type", &a.position_embedding_type));
-  return absl::OkStatus();
-}
-
 absl::StatusOr<ModelConfig> Parse(const json& json_config, const std::string& scope) {
   if (!json_config.is_object()) {
     return absl::InvalidArgumentError(
@@ -383,14 +254,16 @@ absl::StatusOr<ModelConfig> Parse(const json& json_config, const std::string& sc
   ModelConfig c;
   FieldReader r(json_config, scope, "");
   RETURN_IF_ERROR(r.String("model_type", &c.model_type));
-  if (c.model_type == "albert") {
-    c = AlbertDefaults();
-    RETURN_IF_ERROR(ParseAlbertFields(r, &c));
-  } else if (c.model_type == kDebertaV1ModelType) {
-    c = DebertaV1Defaults();
-  }
-  // DebertaV2Config's own keys: inert in a v1 file (kept in extra, unread).
-  const bool v2_keys = !c.deberta_v1;
+  // The family's rules (model/family/config_registry.cc). An unknown
+  // model_type is read with the first family's (ModelConfig's defaults), and
+  // Validate() names it once the fields are read.
+  const FamilyConfigRules* family = FindFamilyConfigRules(c.model_type);
+  if (family != nullptr) c = family->defaults();
+  const FamilyConfigRules& rules = family != nullptr ? *family : *FamilyConfigRegistry().front();
+  // Shared keys the family's Hugging Face config lacks: kept in extra, unread.
+  static const std::vector<std::string> kNoInertKeys;
+  const std::vector<std::string>& inert = rules.inert_keys != nullptr ? rules.inert_keys() : kNoInertKeys;
+  auto reads = [&inert](const char* key) { return !Contains(inert, key); };
   RETURN_IF_ERROR(ParseArchitectures(r, &c.architectures));
   RETURN_IF_ERROR(r.Int("vocab_size", &c.vocab_size));
   RETURN_IF_ERROR(r.Int("hidden_size", &c.hidden_size));
@@ -413,19 +286,20 @@ absl::StatusOr<ModelConfig> Parse(const json& json_config, const std::string& sc
   RETURN_IF_ERROR(r.String("pooler_hidden_act", &c.pooler_hidden_act));
   RETURN_IF_ERROR(r.Int("pooler_hidden_size", &c.pooler_hidden_size));
   RETURN_IF_ERROR(r.Int("embedding_size", &c.embedding_size));
-  if (v2_keys) {
-    RETURN_IF_ERROR(r.Int("position_buckets", &c.position_buckets));
-    RETURN_IF_ERROR(r.Bool("share_att_key", &c.share_att_key));
-    RETURN_IF_ERROR(r.String("norm_rel_ebd", &c.norm_rel_ebd));
+  if (reads("position_buckets")) RETURN_IF_ERROR(r.Int("position_buckets", &c.position_buckets));
+  if (reads("share_att_key")) RETURN_IF_ERROR(r.Bool("share_att_key", &c.share_att_key));
+  if (reads("norm_rel_ebd")) RETURN_IF_ERROR(r.String("norm_rel_ebd", &c.norm_rel_ebd));
+  if (reads("attention_head_size")) {
     RETURN_IF_ERROR(r.Int("attention_head_size", &c.attention_head_size));
     if (r.Has("attention_head_size") && c.attention_head_size <= 0) {
       return r.Error("attention_head_size",
                      absl::StrCat("must be positive when given, got ", c.attention_head_size));
     }
-    RETURN_IF_ERROR(r.Int("conv_kernel_size", &c.conv_kernel_size));
-    RETURN_IF_ERROR(r.Int("conv_groups", &c.conv_groups));
-    RETURN_IF_ERROR(r.String("conv_act", &c.conv_act));
   }
+  if (reads("conv_kernel_size")) RETURN_IF_ERROR(r.Int("conv_kernel_size", &c.conv_kernel_size));
+  if (reads("conv_groups")) RETURN_IF_ERROR(r.Int("conv_groups", &c.conv_groups));
+  if (reads("conv_act")) RETURN_IF_ERROR(r.String("conv_act", &c.conv_act));
+  if (rules.parse != nullptr) RETURN_IF_ERROR(rules.parse(r, &c));
   if (r.Has("cls_dropout")) {
     double cls_dropout = 0;
     RETURN_IF_ERROR(r.Double("cls_dropout", &cls_dropout));
@@ -443,10 +317,9 @@ absl::StatusOr<ModelConfig> Parse(const json& json_config, const std::string& sc
     RETURN_IF_ERROR(ParseDserve(*dserve, scope, &c.dserve));
   }
   c.extra = r.Unused();
-  if (c.deberta_v1) RETURN_IF_ERROR(ParseDebertaV1Fields(json_config, scope, &c));
 
   // transformers: pooler_hidden_size and embedding_size default to hidden_size
-  // (DebertaV2Config; AlbertConfig's embedding_size defaults to 128, set above).
+  // (where the family's defaults left them 0).
   if (c.pooler_hidden_size == 0) c.pooler_hidden_size = c.hidden_size;
   if (c.embedding_size == 0) c.embedding_size = c.hidden_size;
 
@@ -461,25 +334,13 @@ absl::StatusOr<ModelConfig> Parse(const json& json_config, const std::string& sc
   return c;
 }
 
-bool Contains(const std::vector<std::string>& list, const std::string& item) {
-  return std::find(list.begin(), list.end(), item) != list.end();
-}
-
 absl::Status Invalid(const std::string& field, const std::string& problem) {
-  return absl::InvalidArgumentError(absl::StrCat("config: ", field, " ", problem));
+  return InvalidConfigField(field, problem);
 }
 
-absl::Status CheckPositive(const char* field, int64_t value) {
-  if (value <= 0) return Invalid(field, absl::StrCat("must be positive, got ", value));
-  return absl::OkStatus();
-}
+absl::Status CheckPositive(const char* field, int64_t value) { return CheckPositiveField(field, value); }
 
-absl::Status CheckProbability(const char* field, double value) {
-  if (!(value >= 0.0 && value <= 1.0)) {
-    return Invalid(field, absl::StrCat("must be in [0, 1], got ", value));
-  }
-  return absl::OkStatus();
-}
+absl::Status CheckProbability(const char* field, double value) { return CheckProbabilityField(field, value); }
 
 absl::Status CheckActivation(const char* field, const std::string& name) {
   if (!IsSupportedActivation(name)) {
@@ -489,38 +350,20 @@ absl::Status CheckActivation(const char* field, const std::string& name) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateAlbert(const ModelConfig& c) {
-  if (!c.albert) return Invalid("model_type", "\"albert\" without its AlbertConfig fields");
-  const AlbertFields& a = *c.albert;
-  RETURN_IF_ERROR(CheckPositive("num_hidden_groups", a.num_hidden_groups));
-  RETURN_IF_ERROR(CheckPositive("inner_group_num", a.inner_group_num));
-  RETURN_IF_ERROR(CheckProbability("classifier_dropout_prob", a.classifier_dropout_prob));
-  if (a.position_embedding_type != "absolute") {
-    return Invalid("position_embedding_type",
-                   absl::StrCat("\"", a.position_embedding_type,
-                                "\" is not supported (only \"absolute\"; relative_key and "
-                                "relative_key_query ALBERT checkpoints cannot be served)"));
-  }
-  if (c.relative_attention || !c.position_biased_input) {
-    return Invalid("relative_attention", "is a DeBERTa setting; ALBERT uses absolute positions");
-  }
-  if (c.type_vocab_size < 1) {
-    return Invalid("type_vocab_size", absl::StrCat("must be >= 1 for ALBERT, got ", c.type_vocab_size));
-  }
-  return absl::OkStatus();
-}
-
+// The family's own fields must be there exactly for its model_type; then the
+// family's checks.
 absl::Status ValidateModelType(const ModelConfig& c) {
-  if (!Contains(SupportedModelTypes(), c.model_type)) {
+  const FamilyConfigRules* family = FindFamilyConfigRules(c.model_type);
+  if (family == nullptr) {
     return Invalid("model_type", absl::StrCat("\"", c.model_type, "\" is not supported (supported: ",
                                               absl::StrJoin(SupportedModelTypes(), ", "), ")"));
   }
-  if ((c.model_type == "albert") != c.albert.has_value() ||
-      (c.model_type == kDebertaV1ModelType) != c.deberta_v1.has_value()) {
-    return Invalid("model_type", absl::StrCat("\"", c.model_type, "\" does not match the fields read"));
+  for (const FamilyConfigRules* rules : FamilyConfigRegistry()) {
+    if (rules->has_own_fields != nullptr && (c.model_type == rules->model_type) != rules->has_own_fields(c)) {
+      return Invalid("model_type", absl::StrCat("\"", c.model_type, "\" does not match the fields read"));
+    }
   }
-  if (c.deberta_v1) return ValidateDebertaV1(c);
-  return c.albert ? ValidateAlbert(c) : absl::OkStatus();
+  return family->validate != nullptr ? family->validate(c) : absl::OkStatus();
 }
 
 absl::Status ValidateDserve(const ModelConfig& c) {
@@ -586,8 +429,11 @@ const char* TaskName(Task task) {
 }
 
 const std::vector<std::string>& SupportedModelTypes() {
-  static const std::vector<std::string>* types =
-      new std::vector<std::string>{"deberta-v2", "albert", kDebertaV1ModelType};
+  static const std::vector<std::string>* types = [] {
+    auto* names = new std::vector<std::string>;
+    for (const FamilyConfigRules* rules : FamilyConfigRegistry()) names->push_back(rules->model_type);
+    return names;
+  }();
   return *types;
 }
 
@@ -785,38 +631,17 @@ nlohmann::json ModelConfig::ToJson() const {
   j["type_vocab_size"] = type_vocab_size;
   j["initializer_range"] = initializer_range;
   j["layer_norm_eps"] = layer_norm_eps;
-  if (albert) {
-    // AlbertConfig's own fields; none of DebertaV2Config's relative-position keys.
-    j["embedding_size"] = embedding_dim();
-    j["num_hidden_groups"] = albert->num_hidden_groups;
-    j["inner_group_num"] = albert->inner_group_num;
-    j["classifier_dropout_prob"] = albert->classifier_dropout_prob;
-    j["position_embedding_type"] = albert->position_embedding_type;
-    j["pad_token_id"] = pad_token_id;
-  } else if (deberta_v1) {
-    DebertaV1ToJson(*this, &j);
-  } else {
-    j["relative_attention"] = relative_attention;
-    j["max_relative_positions"] = max_relative_positions;
-    j["pad_token_id"] = pad_token_id;
-    j["position_biased_input"] = position_biased_input;
-    j["pos_att_type"] = pos_att_type;
-    j["pooler_dropout"] = pooler_dropout;
-    j["pooler_hidden_act"] = pooler_hidden_act;
-    j["pooler_hidden_size"] = pooler_hidden_size > 0 ? pooler_hidden_size : hidden_size;
-    j["embedding_size"] = embedding_dim();
-    j["position_buckets"] = position_buckets;
-    j["share_att_key"] = share_att_key;
-    j["norm_rel_ebd"] = norm_rel_ebd;
-    if (attention_head_size > 0) j["attention_head_size"] = attention_head_size;
-    if (conv_kernel_size > 0) {
-      j["conv_kernel_size"] = conv_kernel_size;
-      j["conv_groups"] = conv_groups;
-      j["conv_act"] = conv_act;
+  // The keys of the family whose own fields this config carries, else of the
+  // first family (DeBERTa-v2: ModelConfig's own fields); model/family/config_registry.cc.
+  const FamilyConfigRules* family = FamilyConfigRegistry().front();
+  for (const FamilyConfigRules* rules : FamilyConfigRegistry()) {
+    if (rules->has_own_fields != nullptr && rules->has_own_fields(*this)) {
+      family = rules;
+      break;
     }
   }
+  family->to_json(*this, &j);
   if (cls_dropout) j["cls_dropout"] = *cls_dropout;
-  if (!albert) j["legacy"] = legacy;
   nlohmann::json id2label_json = nlohmann::json::object();
   nlohmann::json label2id_json = nlohmann::json::object();
   const std::vector<std::string> names = labels();

@@ -1,10 +1,16 @@
 // ModelConfig: a Hugging Face config.json of one of the model families we
 // serve (model_type "deberta-v2", DebertaV2Config; "albert", AlbertConfig;
-// "deberta", DeBERTa v1's DebertaConfig, rules in model/deberta_v1/),
-// plus dserve's own settings under the "dserve" key. Parsing applies the
-// family's Hugging Face defaults and validates; serialisation writes a
-// config.json that Hugging Face can load (unknown keys read from a file are
-// kept and written back unchanged).
+// "deberta", DeBERTa v1's DebertaConfig), plus dserve's own settings under
+// the "dserve" key. Parsing applies the family's Hugging Face defaults and
+// validates; serialisation writes a config.json that Hugging Face can load
+// (unknown keys read from a file are kept and written back unchanged).
+//
+// The fields every family shares are parsed and checked here
+// (model_config.cc); each family's rules (defaults, own fields, checks, the
+// keys it writes) live in its folder behind the registry of
+// model/family/config_registry.cc (config_rules.h). The family's own fields
+// are data here (AlbertFields, DebertaV1Fields), so that ModelConfig stays
+// one value type.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +22,6 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
-#include "model/deberta_v1/deberta_v1_config.h"
 
 namespace dserve {
 
@@ -54,7 +59,8 @@ struct DserveSettings {
 // The model_type values we read ("deberta-v2", "albert", "deberta").
 const std::vector<std::string>& SupportedModelTypes();
 
-// transformers AlbertConfig's own fields (model_type "albert"). The shared
+// transformers AlbertConfig's own fields (model_type "albert"; rules in
+// model/albert/albert_config.cc). The shared
 // fields (sizes, hidden_act, layer_norm_eps, ...) are ModelConfig's, with
 // AlbertConfig's defaults when the file leaves them out.
 struct AlbertFields {
@@ -62,6 +68,16 @@ struct AlbertFields {
   int64_t inner_group_num = 1;    // layers (own parameters) in each group
   double classifier_dropout_prob = 0.1;
   std::string position_embedding_type = "absolute";  // the only one we implement
+};
+
+// transformers DebertaConfig's fields that DebertaV2Config lacks (model_type
+// "deberta", DeBERTa v1; rules in model/deberta_v1/deberta_v1_config.cc).
+struct DebertaV1Fields {
+  // Talking-heads attention: head_logits_proj mixes the heads' scores before
+  // the softmax, head_weights_proj their probabilities after it ([heads,
+  // heads] each, no bias). Not a DebertaConfig argument; HF reads it with
+  // getattr(config, "talking_head", False).
+  bool talking_head = false;
 };
 
 struct ModelConfig {

@@ -1,6 +1,8 @@
-// DeBERTa-v2/v3's part of training (model/train/trainable_family.h):
+// DeBERTa-v2/v3's part of training (model/family/trainable_family.h):
 // DebertaEncoder without precomputed weights, ContextPooler + classifier,
 // every task including masked-LM pretraining with the EMD.
+#include "model/deberta/deberta_trainable.h"
+
 #include <cstring>
 
 #include <torch/torch.h>
@@ -9,8 +11,6 @@
 #include "absl/strings/str_cat.h"
 
 #include "model/deberta/encoder.h"
-#include "model/train/mlm.h"
-#include "model/train/trainable_family.h"
 #include "model/util/status_macros.h"
 
 namespace dserve {
@@ -90,6 +90,14 @@ HeadDropout DebertaHeadDropout(const ModelConfig& config) {
 }
 
 }  // namespace
+
+bool InitEmdPositionsIfMissing(const ModelConfig& c, EncoderWeights* weights) {
+  auto& emb = weights->embeddings;
+  if (emb.position.defined()) return false;
+  emb.position = torch::randn({c.max_position_embeddings, c.embedding_dim()}, emb.word.options()) *
+                 c.initializer_range;
+  return true;
+}
 
 const TrainableFamily& DebertaTrainableFamily() {
   static const TrainableFamily family{"deberta-v2",

@@ -6,13 +6,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "model/checkpoint/model_config.h"
 
 namespace dserve {
 namespace {
 
 absl::Status Invalid(const std::string& field, const std::string& problem) {
-  return absl::InvalidArgumentError(absl::StrCat("config: ", field, " ", problem));
+  return InvalidConfigField(field, problem);
 }
 
 // pos_att_type's entries as written (HF: a string is lower-cased and split on
@@ -75,28 +74,22 @@ const std::vector<std::string>& DebertaV1InertKeys() {
   return *keys;
 }
 
-absl::Status ParseDebertaV1Fields(const nlohmann::json& object, const std::string& scope, ModelConfig* c) {
+absl::Status ParseDebertaV1Fields(ConfigFieldReader& reader, ModelConfig* c) {
   if (!c->deberta_v1) c->deberta_v1 = DebertaV1Fields();
-  auto error = [&](const std::string& field, const std::string& problem) {
-    return absl::InvalidArgumentError(absl::StrCat(scope, ": ", field, " ", problem));
-  };
-  auto it = object.find("talking_head");
-  if (it != object.end() && !it->is_null()) {
-    if (!it->is_boolean()) {
-      return error("talking_head", absl::StrCat("must be true or false, got ", it->type_name(), " ", it->dump()));
+  if (const nlohmann::json* v = reader.Get("talking_head")) {
+    if (!v->is_boolean()) {
+      return reader.Error("talking_head", absl::StrCat("must be true or false, got ", v->type_name(), " ", v->dump()));
     }
-    c->deberta_v1->talking_head = it->get<bool>();
+    c->deberta_v1->talking_head = v->get<bool>();
   }
-  if (c->extra.is_object()) c->extra.erase("talking_head");
-  auto pos = object.find("pos_att_type");
-  if (pos != object.end() && !pos->is_null()) {
+  if (const nlohmann::json* pos = reader.Get("pos_att_type")) {
     std::set<std::string> seen;
     for (const std::string& item : RawPosAttType(*pos)) {
       if (!seen.insert(item).second) {
-        return error("pos_att_type",
-                     absl::StrCat("names \"", item,
-                                  "\" twice; DeBERTa v1 would count it twice in the score scale "
-                                  "sqrt(d * (1 + len(pos_att_type))): not supported, list each of c2p, p2c once"));
+        return reader.Error("pos_att_type",
+                            absl::StrCat("names \"", item,
+                                         "\" twice; DeBERTa v1 would count it twice in the score scale "
+                                         "sqrt(d * (1 + len(pos_att_type))): not supported, list each of c2p, p2c once"));
       }
     }
   }
@@ -133,6 +126,22 @@ void DebertaV1ToJson(const ModelConfig& c, nlohmann::json* j) {
   (*j)["pooler_hidden_size"] = c.pooler_hidden_size > 0 ? c.pooler_hidden_size : c.hidden_size;
   (*j)["embedding_size"] = c.embedding_dim();
   if (c.deberta_v1 && c.deberta_v1->talking_head) (*j)["talking_head"] = true;
+}
+
+const FamilyConfigRules& DebertaV1ConfigRules() {
+  static const FamilyConfigRules rules = {
+      kDebertaV1ModelType,
+      &DebertaV1Defaults,
+      &DebertaV1InertKeys,
+      &ParseDebertaV1Fields,
+      [](const ModelConfig& c) { return c.deberta_v1.has_value(); },
+      &ValidateDebertaV1,
+      [](const ModelConfig& c, nlohmann::json* j) {
+        DebertaV1ToJson(c, j);
+        (*j)["legacy"] = c.legacy;
+      },
+  };
+  return rules;
 }
 
 }  // namespace dserve

@@ -1,9 +1,10 @@
 // DeBERTa v1's config.json rules (model_type "deberta", transformers'
-// DebertaConfig): its defaults, its own fields and its checks, applied by
-// ModelConfig's parser (model/checkpoint/model_config.cc) when model_type is
-// "deberta". v1 loads into the DeBERTa-v2 encoder's fields with v1's
-// meaning (deberta_v1_network.h); what v1 lacks stays at the value that
-// switches it off. Torch-free (built into dserve_checkpoint).
+// DebertaConfig): its defaults, its own fields and its checks, the family's
+// entry in the config registry (model/family/config_registry.cc) that
+// ModelConfig's parser (model/checkpoint/model_config.cc) dispatches to. v1
+// loads into the DeBERTa-v2 encoder's fields with v1's meaning
+// (deberta_v1_network.h); what v1 lacks stays at the value that switches it
+// off. Torch-free (built into dserve_checkpoint).
 #pragma once
 
 #include <string>
@@ -12,21 +13,15 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
+#include "model/checkpoint/config_rules.h"
+#include "model/checkpoint/model_config.h"
 
 namespace dserve {
 
-struct ModelConfig;
-
 inline constexpr char kDebertaV1ModelType[] = "deberta";
 
-// DebertaConfig's fields that DebertaV2Config lacks.
-struct DebertaV1Fields {
-  // Talking-heads attention: head_logits_proj mixes the heads' scores before
-  // the softmax, head_weights_proj their probabilities after it ([heads,
-  // heads] each, no bias). Not a DebertaConfig argument; HF reads it with
-  // getattr(config, "talking_head", False).
-  bool talking_head = false;
-};
+// The family's config rules (registered in model/family/config_registry.cc).
+const FamilyConfigRules& DebertaV1ConfigRules();
 
 // DebertaConfig's defaults (transformers): vocab 50265, hidden 768, 12
 // layers, 12 heads, intermediate 3072, gelu, dropouts 0.1, 512 positions,
@@ -42,13 +37,13 @@ ModelConfig DebertaV1Defaults();
 // back unchanged.
 const std::vector<std::string>& DebertaV1InertKeys();
 
-// Reads v1's own fields of `object` (the whole config.json) into
-// c->deberta_v1 and removes them from c->extra, where the shared parser left
-// them. Errors (InvalidArgument) are prefixed with `scope` and name the
+// Reads v1's own fields from `reader` (the whole config.json) into
+// c->deberta_v1 (marking them used: not kept in c->extra). Errors
+// (InvalidArgument) are prefixed with the reader's scope and name the
 // field: talking_head not a boolean; pos_att_type naming an entry twice
 // (v1 divides the scores by sqrt(d * (1 + len(pos_att_type))), counting the
 // duplicate, which we do not reproduce).
-absl::Status ParseDebertaV1Fields(const nlohmann::json& object, const std::string& scope, ModelConfig* c);
+absl::Status ParseDebertaV1Fields(ConfigFieldReader& reader, ModelConfig* c);
 
 // v1's own checks, after the shared ones: the DebertaV2-only settings must
 // be off (position_buckets, share_att_key, norm_rel_ebd, attention_head_size,

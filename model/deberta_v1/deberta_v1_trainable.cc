@@ -1,4 +1,4 @@
-// DeBERTa v1's part of training (model/train/trainable_family.h):
+// DeBERTa v1's part of training (model/family/trainable_family.h):
 // fine-tuning a Hugging Face `model_type: "deberta"` checkpoint for
 // classify, rerank and answer, and continuing its masked-LM pretraining
 // (--task mlm, DebertaForMaskedLM). The encoder is DebertaEncoder with v1's
@@ -19,13 +19,14 @@
 // and written under the config's, one without a head gets a fresh one. No
 // Enhanced Mask Decoder (TrainableFamily::mlm_emd false): HF's v1 classes
 // have none, so --no-emd changes nothing and no position table is added.
+#include "model/deberta_v1/deberta_v1_trainable.h"
+
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
 #include "model/deberta/encoder.h"
 #include "model/deberta/weights.h"
 #include "model/deberta_v1/deberta_v1_weights.h"
-#include "model/train/trainable_family.h"
 #include "model/util/status_macros.h"
 
 namespace dserve {

@@ -1,7 +1,9 @@
 #include "model/family/tokenizer_for_model.h"
 
+#include "model/albert/albert_config.h"
 #include "model/albert/albert_text.h"
 #include "model/checkpoint/checkpoint_dir.h"
+#include "model/deberta_v1/deberta_v1_config.h"
 #include "model/deberta_v1/deberta_v1_text.h"
 #include "model/util/status_macros.h"
 
@@ -24,7 +26,7 @@ struct FamilyText {
 // One line per family with a tokenizer of its own; the others (DeBERTa-v2/v3)
 // use SentencePiece alone (Tokenizer::FromDirectory).
 constexpr FamilyText kFamilyText[] = {
-    {"albert", &AlbertTokenizer},
+    {kAlbertModelType, &AlbertTokenizer},
     {kDebertaV1ModelType, &DebertaV1Tokenizer},  // GPT-2 byte-level BPE
 };
 

@@ -333,14 +333,6 @@ void SopHead::AppendNamed(std::vector<std::pair<std::string, torch::Tensor>>* ou
   out->emplace_back(kSopNames[3], classifier.bias);
 }
 
-bool InitEmdPositionsIfMissing(const ModelConfig& c, EncoderWeights* weights) {
-  auto& emb = weights->embeddings;
-  if (emb.position.defined()) return false;
-  emb.position = torch::randn({c.max_position_embeddings, c.embedding_dim()}, emb.word.options()) *
-                 c.initializer_range;
-  return true;
-}
-
 // ------------------------------------------------------------ forward/loss --
 
 MlmOutput MlmForward(const DebertaEncoder& encoder, const MlmHead& head, const SopHead* sop,

@@ -33,6 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "model/checkpoint/model_config.h"
+#include "model/deberta/deberta_trainable.h"
 #include "model/deberta/encoder.h"
 #include "model/deberta/torch_util.h"
 
@@ -174,12 +175,8 @@ struct SopHead {
   void AppendNamed(std::vector<std::pair<std::string, torch::Tensor>>* out) const;
 };
 
-// The EMD adds E_pos[0..L-1] in the decoder, so the encoder weights need a
-// position table even when position_biased_input is false. EncoderWeights::
-// Init always makes one; a checkpoint may lack it (HF v3 files). Draws it
-// (N(0, initializer_range), [max_position_embeddings, E]) when undefined and
-// returns true if it did; leaves requires_grad to the caller.
-bool InitEmdPositionsIfMissing(const ModelConfig& config, EncoderWeights* weights);
+// InitEmdPositionsIfMissing (the EMD's position table for a checkpoint
+// without one) is DeBERTa's: model/deberta/deberta_trainable.h.
 
 // ------------------------------------------------------------ forward/loss --
 

@@ -20,10 +20,10 @@
 #include "model/checkpoint/model_config.h"
 #include "model/deberta/encoder.h"
 #include "model/deberta/model.h"
+#include "model/family/trainable_family.h"
 #include "model/heads/heads.h"
 #include "model/tokenizer/tokenizer.h"
 #include "model/train/mlm.h"
-#include "model/train/trainable_family.h"
 
 namespace dserve {
 

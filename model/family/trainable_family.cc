@@ -1,9 +1,15 @@
-#include "model/train/trainable_family.h"
+// The registry of the families' training parts (trainable_family.h): an
+// explicit table, one line per family (a new family is one more folder and
+// one more line), each family's entry declared in its *_trainable.h.
+#include "model/family/trainable_family.h"
 
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "model/albert/albert_trainable.h"
+#include "model/deberta/deberta_trainable.h"
+#include "model/deberta_v1/deberta_v1_trainable.h"
 
 namespace dserve {
 

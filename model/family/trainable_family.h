@@ -1,11 +1,13 @@
 // The piece of a model family that training needs (DESIGN §7, the training
 // side of model/family/network.h): an encoder whose weights require grad and
 // the family's sequence-classification head, under its Hugging Face names.
-// TrainableModel and the trainer never ask which family it is; each family's
-// part lives in its own folder (model/deberta/deberta_trainable.cc,
-// model/albert/albert_trainable.cc, model/deberta_v1/deberta_v1_trainable.cc)
-// and is one line in the registry of
-// trainable_family.cc, keyed by config.json's model_type.
+// TrainableModel and the trainer (model/train/) never ask which family it
+// is; each family's part lives in its own folder (model/deberta/
+// deberta_trainable.cc, model/albert/albert_trainable.cc,
+// model/deberta_v1/deberta_v1_trainable.cc), declared in its
+// *_trainable.h, and is one line in the registry of trainable_family.cc,
+// keyed by config.json's model_type. This interface sits below model/train/:
+// no family includes the trainer.
 //
 // Not thread-safe: one training loop owns an encoder.
 #pragma once
@@ -19,12 +21,14 @@
 
 #include "absl/status/statusor.h"
 #include "model/checkpoint/model_config.h"
-#include "model/deberta/encoder.h"
+#include "model/family/network.h"
 #include "model/heads/heads.h"
 
 namespace dserve {
 
 class WeightStore;
+struct Dropout;         // model/deberta/encoder.h (the shared encoder's)
+class DebertaEncoder;   // model/deberta/encoder.h
 
 class TrainableEncoder {
  public:
@@ -97,11 +101,6 @@ struct TrainableFamily {
 // `config`'s family; Unimplemented naming the model_type ("training is not
 // supported for this model family yet") when no family trains it.
 absl::StatusOr<const TrainableFamily*> TrainableFamilyOf(const ModelConfig& config);
-
-// The families' entries (defined in their folders).
-const TrainableFamily& DebertaTrainableFamily();
-const TrainableFamily& AlbertTrainableFamily();
-const TrainableFamily& DebertaV1TrainableFamily();
 
 // Makes every tensor of `named` its own storage (a clone).
 void OwnStorage(const std::vector<std::pair<std::string, torch::Tensor>>& named);
