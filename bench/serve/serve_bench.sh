@@ -169,9 +169,13 @@ engine_rate() {
 start_server() {
   local log="$WORK/server_$#_$RANDOM.log"
   : >"$log.out"  # exists before the first poll below
+  # fp32 unless --server-args names a dtype: the bare engine (`dserve forward`)
+  # runs fp32, and serve's default (--dtype auto) may pick bf16.
+  local dtype="--dtype fp32"
+  [[ " $SERVER_ARGS " == *" --dtype"* ]] && dtype=""
   # shellcheck disable=SC2086  # SERVER_ARGS is a list of flags
   "$DSERVE" serve --model "classify=$MODEL_DIR" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
-    $SERVER_ARGS "$@" >"$log.out" 2>"$log" &
+    $dtype $SERVER_ARGS "$@" >"$log.out" 2>"$log" &
   SERVER_PIDS+=($!)
   local pid=$!
   for _ in $(seq 600); do

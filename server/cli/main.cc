@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
   bench->require_subcommand(1);
   dserve::EncoderBenchOptions encoder_bench;
   auto* bench_encoder = bench->add_subcommand("encoder", "Encoder throughput vs the machine's matmul peak");
-  bench_encoder->add_option("--shape", encoder_bench.shape, "v3-xsmall|v3-small|v3-base|v3-large|config.json")
+  bench_encoder->add_option("--shape", encoder_bench.shape, "v3-xsmall|v3-small|v3-base|v3-large|deberta-base|deberta-large|albert-base|config.json")
       ->capture_default_str();
   bench_encoder->add_option("--batch-size", encoder_bench.batch_size)->capture_default_str();
   bench_encoder->add_option("--length", encoder_bench.length)->capture_default_str();
