@@ -1,6 +1,7 @@
 #include "model/tools/bench_command.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -20,6 +21,7 @@
 #include "model/albert/albert_encoder.h"
 #include "model/deberta/cpu_kernels.h"
 #include "model/deberta/encoder.h"
+#include "model/deberta/packed_linear.h"
 #include "model/deberta/torch_util.h"
 #include "model/deberta/weights.h"
 #include "model/deberta_v1/deberta_v1_weights.h"
@@ -224,25 +226,66 @@ double MedianSeconds(const torch::Device& device, int warmup, int repeats, Fn&& 
   return Median(times);
 }
 
-// The matmul peak of `dtype` on a 2048^3 product, through the GEMM our dense
-// layers use: with `int8`, Int8Linear (dynamic activation quantization
-// included); fp32 on CPU, FusedLinear (oneDNN's sgemm; torch::matmul goes
-// through the BLAS, which is slower here, so an MFU against it read above
-// 100%); otherwise torch::matmul (oneDNN for bf16 on CPU).
-double MatmulGflops(torch::ScalarType dtype, const torch::Device& device, int repeats, bool int8 = false) {
+// The matmul peak of `dtype` on a 2048^3 product: the fastest of the GEMMs
+// our dense layers can run, each timed here (median of `repeats` after one
+// warm-up; the packed fp32 one on 512 rows). With `int8`, Int8Linear
+// (dynamic activation quantization included). Otherwise on CPU: fp32 FusedLinear (oneDNN's sgemm; torch::matmul
+// goes through the BLAS, slower here) and the pre-packed oneDNN matmul
+// (PackedLinear: weights reordered once, as the encoder's layers are); bf16
+// torch::matmul (oneDNN) and the pre-packed matmul. Counting only one engine
+// read MFU above 100% (fp32 1x512: 126%) once the packed layers beat sgemm.
+// `ffn` = {M, hidden, intermediate} of the forward: its own FFN GEMM is timed
+// too. `engines` gets each figure in GFLOP/s; the peak is the largest.
+double MatmulGflops(torch::ScalarType dtype, const torch::Device& device, int repeats, bool int8,
+                    const std::array<int64_t, 3>& ffn, nlohmann::json* engines) {
   torch::InferenceMode guard;
   const int64_t n = device.is_cuda() ? 8192 : 2048;
   auto a = torch::randn({n, n}).to(device, dtype), b = torch::randn({n, n}).to(device, dtype);
-  double s = 0;
+  const double flop = 2.0 * n * n * n;
+  double best = 0;
+  auto time = [&](const char* name, const std::function<void()>& fn, double rows = 0) {
+    const double work = rows > 0 ? flop * rows / n : flop;
+    const double gflops = work / MedianSeconds(device, 1, repeats, fn) / 1e9;
+    (*engines)[name] = gflops;
+    best = std::max(best, gflops);
+  };
   if (int8) {
     const Int8Linear q = Int8Linear::Pack(b, torch::Tensor());
-    s = MedianSeconds(device, 1, repeats, [&] { auto c = q.Forward(a); });
+    time("int8_linear", [&] { auto c = q.Forward(a); });
   } else if (dtype == torch::kFloat && FusedLinearApplies(a, b, torch::Tensor())) {
-    s = MedianSeconds(device, 1, repeats, [&] { auto c = FusedLinear(a, b, torch::Tensor()); });
+    time("sgemm", [&] { auto c = FusedLinear(a, b, torch::Tensor()); });
   } else {
-    s = MedianSeconds(device, 1, repeats, [&] { auto c = torch::matmul(a, b); });
+    time("torch_matmul", [&] { auto c = torch::matmul(a, b); });
   }
-  return 2.0 * n * n * n / s / 1e9;
+  if (!int8 && device.is_cpu() && PackedLinearEnabled() && PackedLinear::Supports(b)) {
+    // fp32 is packed only up to kMaxFp32Rows rows (sgemm above): timed there.
+    const int64_t m = dtype == torch::kFloat ? std::min(n, PackedLinear::kMaxFp32Rows) : n;
+    const torch::Tensor rows = a.narrow(0, 0, m);
+    const PackedLinear packed = PackedLinear::Pack(b, torch::Tensor());
+    time("packed_matmul", [&] { auto c = packed.Forward(rows); }, static_cast<double>(m));
+  }
+  // The forward's own intermediate GEMM ([M, hidden] x [hidden, intermediate],
+  // M = batch x length) through the engine the encoder's layer takes: a GEMM
+  // at the model's shape can run faster than at 2048^3 (the operands sit in
+  // cache), and the forward's MFU must not read above 100% of it.
+  const auto [m, k, nn] = ffn;
+  const auto x = torch::randn({m, k}).to(device, dtype), w = torch::randn({nn, k}).to(device, dtype);
+  const double ffn_flop = 2.0 * m * k * nn;
+  double s = 0;
+  if (int8) {
+    const Int8Linear q = Int8Linear::Pack(w, torch::Tensor());
+    s = MedianSeconds(device, 1, repeats, [&] { auto c = q.Forward(x); });
+  } else if (device.is_cpu() && PackedLinearEnabled() && PackedLinear::Supports(w)) {
+    const PackedLinear packed = PackedLinear::Pack(w, torch::Tensor());
+    if (packed.Applies(x)) s = MedianSeconds(device, 1, repeats, [&] { auto c = packed.Forward(x); });
+  }
+  if (s == 0 && dtype == torch::kFloat && FusedLinearApplies(x, w, torch::Tensor())) {
+    s = MedianSeconds(device, 1, repeats, [&] { auto c = FusedLinear(x, w, torch::Tensor()); });
+  }
+  if (s == 0) s = MedianSeconds(device, 1, repeats, [&] { auto c = torch::matmul(x, w.t()); });
+  (*engines)["model_ffn_shape"] = ffn_flop / s / 1e9;
+  best = std::max(best, ffn_flop / s / 1e9);
+  return best;
 }
 
 }  // namespace
@@ -334,7 +377,11 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
     }
     nlohmann::json row;
     absl::Status status = TorchCall("bench", [&] {
-      row["matmul_gflops"] = MatmulGflops(*dtype, *device, o.repeats, int8);
+      nlohmann::json engines = nlohmann::json::object();
+      row["matmul_gflops"] = MatmulGflops(*dtype, *device, o.repeats, int8,
+                                             {o.batch_size * o.length, config->hidden_size, config->intermediate_size},
+                                             &engines);
+      row["matmul_engines_gflops"] = engines;
       torch::InferenceMode guard;
       const EncoderForward forward = RandomEncoder(*config, *dtype, *device, run.kernels, int8);
       EncoderInput input;
