@@ -33,6 +33,12 @@
 #                              [--json FILE]       (also write the summary as JSON)
 #                              [--server-args "ARGS"] (extra `dserve serve` flags for every server,
 #                                                  e.g. "--threads-per-worker 1 --max-queue-delay-us 500")
+#                              [--before-dserve BIN] (instead of (a) and (b): (c) the server's own
+#                                                  items/s with an earlier dserve binary (the engine
+#                                                  "before") against BUILD's ("after"), same model,
+#                                                  texts and load as (a), servers alternating per
+#                                                  repeat, once per dtype of --dtypes)
+#                              [--dtypes LIST]     (with --before-dserve; default fp32, e.g. fp32,bf16)
 #   or: ninja -C BUILD bench_serve
 # The environment reaches both the engine and the servers, so e.g.
 #   OMP_WAIT_POLICY=PASSIVE bench/serve/serve_bench.sh
@@ -55,6 +61,8 @@ JSON_OUT=""
 SERVER_ARGS=""
 LONG_CLIENTS=64
 SHORT_CLIENTS=32
+BEFORE_DSERVE=""
+DTYPES=fp32
 PY=/usr/bin/python3
 
 while [[ $# -gt 0 ]]; do
@@ -68,6 +76,8 @@ while [[ $# -gt 0 ]]; do
     --engine-lines) ENGINE_LINES=$2; shift 2 ;;
     --json) JSON_OUT=$2; shift 2 ;;
     --server-args) SERVER_ARGS=$2; shift 2 ;;
+    --before-dserve) BEFORE_DSERVE=$2; shift 2 ;;
+    --dtypes) DTYPES=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "serve_bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -172,7 +182,7 @@ start_server() {
   # fp32 unless --server-args names a dtype: the bare engine (`dserve forward`)
   # runs fp32, and serve's default (--dtype auto) may pick bf16.
   local dtype="--dtype fp32"
-  [[ " $SERVER_ARGS " == *" --dtype"* ]] && dtype=""
+  [[ " $SERVER_ARGS $* " == *" --dtype"* ]] && dtype=""
   # shellcheck disable=SC2086  # SERVER_ARGS is a list of flags
   "$DSERVE" serve --model "classify=$MODEL_DIR" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
     $dtype $SERVER_ARGS "$@" >"$log.out" 2>"$log" &
@@ -231,6 +241,50 @@ echo "         extra server flags: ${SERVER_ARGS:-(none)}; OMP_WAIT_POLICY=${OMP
 if [[ "$MODEL_KIND" != "custom checkpoint" ]]; then
   echo "NOTE:    tiny model: its forward pass is microseconds per item, so ratio (a) is dominated by"
   echo "         per-call gRPC/server/client overhead; use --model-dir for a production-size encoder."
+fi
+
+if [[ -n "$BEFORE_DSERVE" ]]; then
+  # (c) The engine before/after, seen through the server: the same load on a
+  # server of each binary, one at a time, the order swapped every repeat.
+  [[ -x "$BEFORE_DSERVE" ]] || { echo "serve_bench.sh: --before-dserve $BEFORE_DSERVE is not executable" >&2; exit 2; }
+  AFTER_DSERVE=$DSERVE
+  echo "(c) engine before/after through the server: $LONG_CLIENTS clients, long texts, server defaults;"
+  echo "    before = $BEFORE_DSERVE ($(stat -c '%y' "$BEFORE_DSERVE" | cut -d. -f1)), after = $AFTER_DSERVE; dtypes $DTYPES"
+  C_ROWS=()
+  for dtype in ${DTYPES//,/ }; do
+    for r in $(seq "$REPEATS"); do
+      order="before after"; (( r % 2 == 0 )) && order="after before"
+      declare -A RATE=()
+      for which in $order; do
+        if [[ $which == before ]]; then DSERVE=$BEFORE_DSERVE; else DSERVE=$AFTER_DSERVE; fi
+        start_server --dtype "$dtype"
+        out=$(load_rate "$WORK/long.jsonl" "$LONG_CLIENTS"); read -r rate p50 p99 <<<"$out"
+        stop_server
+        RATE[$which]=$rate
+        printf '%s repeat %d: %-6s %s items/s (p50 %s ms, p99 %s ms)\n' "$dtype" "$r" "$which" "$rate" "$p50" "$p99"
+      done
+      C_ROWS+=("$dtype ${RATE[before]} ${RATE[after]}")
+    done
+  done
+  DSERVE=$AFTER_DSERVE
+  "$PY" - "$JSON_OUT" "${C_ROWS[@]}" <<'PYEOF'
+import json, statistics, sys
+out, rows = sys.argv[1], [r.split() for r in sys.argv[2:]]
+res = {}
+print("== medians (ratio = median over repeats of after / before) ==")
+for dtype in dict.fromkeys(r[0] for r in rows):
+    b = [float(r[1]) for r in rows if r[0] == dtype]
+    a = [float(r[2]) for r in rows if r[0] == dtype]
+    ratios = [x / y for x, y in zip(a, b)]
+    res[dtype] = {"before_items_per_s": b, "after_items_per_s": a, "ratio_after_vs_before": ratios,
+                  "median_ratio": statistics.median(ratios)}
+    print(f"(c) {dtype}: after / before {statistics.median(ratios):.2f}x (per repeat "
+          f"{', '.join(f'{x:.2f}' for x in ratios)}); medians: before {statistics.median(b):.1f} items/s, "
+          f"after {statistics.median(a):.1f} items/s")
+if out:
+    json.dump({"before_after": res}, open(out, "w"), indent=2)
+PYEOF
+  exit 0
 fi
 
 A_ENGINE=(); A_SERVER=(); A_RATIO=(); B_BATCH=(); B_ONE=(); B_RATIO=()

@@ -149,6 +149,7 @@ absl::StatusOr<std::unique_ptr<AlbertEncoder>> AlbertEncoder::Create(const Model
   std::unique_ptr<AlbertEncoder> e(new AlbertEncoder(config, std::move(weights)));
   ASSIGN_OR_RETURN(e->act_, ActivationByName(config.hidden_act));
   ASSIGN_OR_RETURN(e->act_in_place_, InPlaceActivationByName(config.hidden_act));
+  e->attention_kernel_ = options.attention_kernel;
   e->heads_ = config.num_attention_heads;
   e->head_size_ = config.head_size();
   const int64_t groups = static_cast<int64_t>(e->weights_.groups.size());
@@ -229,8 +230,8 @@ torch::Tensor AlbertEncoder::Embed(const EncoderInput& input, const Dropout& dro
 }
 
 torch::Tensor AlbertEncoder::Layer(const AlbertLayerWeights& w, const Fused* fused, const torch::Tensor& hidden,
-                                   const torch::Tensor& key_bias, const std::vector<int64_t>& lengths,
-                                   const Dropout& dropout) const {
+                                   const torch::Tensor& key_bias, const torch::Tensor& key_mask,
+                                   const std::vector<int64_t>& lengths, const Dropout& dropout) const {
   const int64_t B = hidden.size(0), L = hidden.size(1), H = hidden.size(2);
   // [B, L, 3, heads, d] -> three [B, heads, L, d]. Without precomputed
   // weights (training) the fused QKV is built from the live ones.
@@ -240,15 +241,32 @@ torch::Tensor AlbertEncoder::Layer(const AlbertLayerWeights& w, const Fused* fus
                             torch::cat({w.query.bias, w.key.bias, w.value.bias}, 0)};
   const Int8Layer* int8 = fused ? fused->int8.get() : nullptr;
   const PackedLayer* packed = fused ? fused->packed.get() : nullptr;
-  const auto qkv = Linear(hidden, qkv_weights, int8 ? &int8->qkv : nullptr, lengths, packed ? &packed->qkv : nullptr)
-                       .view({B, L, 3, heads_, head_size_})
-                       .permute({2, 0, 3, 1, 4});
-  const auto q = qkv[0], k = qkv[1], v = qkv[2];
-  auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_size_));
-  scores = scores + key_bias;  // [B, 1, 1, L]: padded keys get the dtype's lowest value
-  // Softmax in float32 (bf16 scores keep their argmax but not their sum).
-  const auto probs = MaybeDropout(torch::softmax(scores, -1, torch::kFloat).to(hidden.scalar_type()), dropout.attention);
-  const auto context = torch::matmul(probs, v).permute({0, 2, 1, 3}).reshape({B, L, H});
+  const torch::Tensor projected_qkv =
+      Linear(hidden, qkv_weights, int8 ? &int8->qkv : nullptr, lengths, packed ? &packed->qkv : nullptr);
+  torch::Tensor context;
+  // DeBERTa's attention tile with no position terms is ALBERT's attention
+  // (a masked key's exp(lowest - max) is 0 in both). As in DebertaEncoder,
+  // bf16 with several threads keeps the torch ops (measured slower there).
+  const bool bf16_threads = projected_qkv.scalar_type() == torch::kBFloat16 && at::get_num_threads() > 1;
+  if (fused != nullptr && attention_kernel_ && dropout.attention == 0 && key_mask.defined() && !bf16_threads &&
+      FusedAttentionApplies(projected_qkv)) {
+    FusedAttentionInput in;
+    in.qkv = projected_qkv.contiguous();
+    in.qkv.narrow(-1, 0, H).mul_(1.0 / std::sqrt(static_cast<double>(head_size_)));  // the tile takes scaled queries
+    in.heads = heads_;
+    in.head_size = head_size_;
+    in.key_mask = key_mask;
+    context = FusedAttention(in);
+  } else {
+    const auto qkv = projected_qkv.view({B, L, 3, heads_, head_size_}).permute({2, 0, 3, 1, 4});
+    const auto q = qkv[0], k = qkv[1], v = qkv[2];
+    auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_size_));
+    scores = scores + key_bias;  // [B, 1, 1, L]: padded keys get the dtype's lowest value
+    // Softmax in float32 (bf16 scores keep their argmax but not their sum).
+    const auto probs =
+        MaybeDropout(torch::softmax(scores, -1, torch::kFloat).to(hidden.scalar_type()), dropout.attention);
+    context = torch::matmul(probs, v).permute({0, 2, 1, 3}).reshape({B, L, H});
+  }
   const auto projected = MaybeDropout(
       Linear(context, w.dense, int8 ? &int8->dense : nullptr, lengths, packed ? &packed->dense : nullptr),
       dropout.hidden);
@@ -294,11 +312,15 @@ torch::Tensor AlbertEncoder::Forward(const EncoderInput& input, const Dropout& d
   const int64_t n = config_.num_hidden_layers, groups = config_.albert->num_hidden_groups;
   const bool int8 = !fused_.empty() && !fused_[0].empty() && fused_[0][0].int8 != nullptr;
   const std::vector<int64_t> lengths = int8 ? ValidLengths(input.attention_mask) : std::vector<int64_t>();
+  // The fused attention's key mask, only where it may run (inference).
+  const torch::Tensor key_mask = !fused_.empty() && attention_kernel_ && !torch::GradMode::is_enabled()
+                                     ? input.attention_mask.ne(0).to(torch::kByte).contiguous()
+                                     : torch::Tensor();
   for (int64_t i = 0; i < n; ++i) {
     const size_t g = static_cast<size_t>(GroupOfLayer(i, n, groups));
     for (size_t j = 0; j < weights_.groups[g].size(); ++j) {
-      hidden = Layer(weights_.groups[g][j], fused_.empty() ? nullptr : &fused_[g][j], hidden, key_bias, lengths,
-                     dropout);
+      hidden = Layer(weights_.groups[g][j], fused_.empty() ? nullptr : &fused_[g][j], hidden, key_bias, key_mask,
+                     lengths, dropout);
     }
   }
   return hidden;

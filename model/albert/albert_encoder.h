@@ -67,6 +67,10 @@ class AlbertEncoder {
     // LayerNorm and the heads stay float32. Needs float32 CPU weights and
     // `precompute`; under autograd the float32 weights are used.
     bool int8_linear = false;
+    // CPU inference: self-attention through DeBERTa's fused tile
+    // (cpu_kernels.h FusedAttention with no position terms: vectorised
+    // softmax, 32-query blocks, no [B, h, L, L] scores); off = torch ops.
+    bool attention_kernel = true;
   };
   static absl::StatusOr<std::unique_ptr<AlbertEncoder>> Create(const ModelConfig& config, AlbertWeights weights,
                                                                Options options);
@@ -101,12 +105,15 @@ class AlbertEncoder {
   torch::Tensor Embed(const EncoderInput& input, const Dropout& dropout) const;
   // `lengths`: each sequence's valid rows, for the int8 dense layers (empty
   // without them).
+  // `key_mask`: [B, L] uint8, 1 for a real key (the fused attention's form of
+  // `key_bias`).
   torch::Tensor Layer(const AlbertLayerWeights& w, const Fused* fused, const torch::Tensor& hidden,
-                      const torch::Tensor& key_bias, const std::vector<int64_t>& lengths,
-                      const Dropout& dropout) const;
+                      const torch::Tensor& key_bias, const torch::Tensor& key_mask,
+                      const std::vector<int64_t>& lengths, const Dropout& dropout) const;
 
   ModelConfig config_;
   AlbertWeights weights_;
+  bool attention_kernel_ = true;  // Options::attention_kernel
   std::vector<std::vector<Fused>> fused_;  // parallel to weights_.groups; empty without precompute
   Activation act_ = nullptr;           // hidden_act, under autograd
   Activation act_in_place_ = nullptr;  // hidden_act, on the FFN's fresh output otherwise

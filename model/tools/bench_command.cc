@@ -159,7 +159,8 @@ EncoderWeights RandomV1Weights(const ModelConfig& c, torch::ScalarType dtype, co
 }
 
 // The encoder of `config`'s family with random weights (HF's init). The
-// kernel switches are the DeBERTa encoder's; ALBERT's has none.
+// kernel switches are the DeBERTa encoder's; ALBERT's takes `attention`
+// (its pre-packed dense layers follow DSERVE_PACKED_LINEAR only).
 // `int8`: float32 weights with the dense layers quantized (--dtype int8).
 EncoderForward RandomEncoder(const ModelConfig& config, torch::ScalarType dtype, const torch::Device& device,
                              const DebertaEncoder::Options::Kernels& kernels, bool int8) {
@@ -167,6 +168,7 @@ EncoderForward RandomEncoder(const ModelConfig& config, torch::ScalarType dtype,
   if (config.albert) {
     AlbertEncoder::Options albert;
     albert.int8_linear = int8;
+    albert.attention_kernel = kernels.attention;
     auto encoder = AlbertEncoder::Create(config, AlbertWeights::Init(config, dtype, device), albert);
     if (!encoder.ok()) fail(encoder.status());
     std::shared_ptr<AlbertEncoder> e = *std::move(encoder);
@@ -345,7 +347,8 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
     Kernels kernels;
   };
   std::vector<Run> runs;
-  const bool kernel_switches = !config->albert;  // DeBERTa's fused kernels; ALBERT's encoder has no switches
+  // DeBERTa's fused kernels; ALBERT's encoder switches its attention tile only (--compare-unfused).
+  const bool kernel_switches = !config->albert;
   for (const auto& dtype_name : o.dtypes) {
     runs.push_back({dtype_name, dtype_name, Kernels()});
     if (o.ablate_kernels && kernel_switches) {  // leave one kernel out at a time
@@ -359,7 +362,7 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
         runs.push_back({dtype_name + "-no-" + name, dtype_name, k});
       }
     }
-    if ((o.compare_unfused || o.ablate_kernels) && kernel_switches) runs.push_back({dtype_name + "-unfused", dtype_name, Kernels::None()});
+    if ((o.compare_unfused || o.ablate_kernels) && (kernel_switches || config->albert)) runs.push_back({dtype_name + "-unfused", dtype_name, Kernels::None()});
   }
   for (const Run& run : runs) {
     const std::string& row_name = run.row;
