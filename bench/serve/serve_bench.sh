@@ -233,8 +233,10 @@ echo "== dserve serve benchmark =="
 echo "machine: nproc=$(nproc), cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(uname -sr)"
 echo "model:   $MODEL_DIR ($MODEL_KIND)"
 echo "config:  repeats=$REPEATS, load ${DURATION_S}s window after ${WARMUP_S}s warm-up per run (rates = replies in the window), 4 client channels,"
-echo "         (a) $LONG_CLIENTS clients, long texts, server defaults (max-batch-size 32) vs 'dserve forward --batch-size 32' over $ENGINE_LINES lines"
-echo "         (b) $SHORT_CLIENTS clients, short texts, server defaults vs --max-batch-size 1"
+if [[ -z "$BEFORE_DSERVE" ]]; then
+  echo "         (a) $LONG_CLIENTS clients, long texts, server defaults (max-batch-size 32) vs 'dserve forward --batch-size 32' over $ENGINE_LINES lines"
+  echo "         (b) $SHORT_CLIENTS clients, short texts, server defaults vs --max-batch-size 1"
+fi
 echo "         client and server share this machine's cores (the load client's CPU is part of the cost)"
 echo "         extra server flags: ${SERVER_ARGS:-(none)}; OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(unset)};" \
      "load average before start: $(cut -d' ' -f1-3 /proc/loadavg)"
