@@ -216,6 +216,8 @@ class DemoData(unittest.TestCase):
                 manual_of[line] = i
         sheet_split = {p["context"]: s for s in SPLITS for art in self.qa[s]["data"]
                        if art["title"].endswith("product sheets") for p in art["paragraphs"]}
+        manual_split = {p["context"]: s for s in SPLITS for art in self.qa[s]["data"]
+                        if not art["title"].endswith("product sheets") for p in art["paragraphs"]}
         queries_by_split = {}
         sheet_groups = {}
         extra_sheets = set()
@@ -268,6 +270,11 @@ class DemoData(unittest.TestCase):
                             self.assertNotIn("The %s is " % name, r["passage"])
                     self.assertEqual(len({r["passage"] for r in g}), len(g), "repeated passage")
                     continue
+                if s == "train":
+                    # Training negatives are training paragraphs: an eval
+                    # paragraph seen only as irrelevant is learnt as such.
+                    for r in g:
+                        self.assertEqual(manual_split[r["passage"]], "train", r["passage"][:60])
                 home = manual_of[pos[0]["passage"]]
                 negs = [manual_of[r["passage"]] for r in g if r["label"] == 0]
                 self.assertGreaterEqual(sum(m == home for m in negs), 1, "no hard negative")
