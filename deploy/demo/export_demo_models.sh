@@ -34,12 +34,25 @@ manifest = {
     "machine": "%d cores, %s" % (os.cpu_count(), cpu),
     "models": {},
 }
+# Each model says where it was trained. A model whose files are byte for byte
+# the committed ones (a partial retrain, DSERVE_DEMO_TASKS) keeps its old
+# commit, machine and date; the top-level fields are this export's.
+try:
+    old = json.load(open(os.path.join(os.path.dirname(dest.rstrip("/")), "models", "MANIFEST.json")))
+except (OSError, ValueError):
+    old = {"models": {}}
 for task in ("classify", "answer", "rerank"):
     files = sorted(os.listdir(os.path.join(dest, task)))
     m = {"files": {f: sha(os.path.join(dest, task, f)) for f in files}}
+    was = old["models"].get(task, {})
+    same = was.get("files") == m["files"]
+    for k in ("commit", "machine", "exported"):
+        m[k] = was.get(k, old.get(k)) if same else manifest[k]
     metrics = os.path.join(out, "metrics", task + ".json")
     if os.path.exists(metrics):
         m["test_metrics"] = json.load(open(metrics))
+    elif same and "test_metrics" in was:
+        m["test_metrics"] = was["test_metrics"]
     manifest["models"][task] = m
 json.dump(manifest, open(os.path.join(dest, "MANIFEST.json"), "w"), indent=1, sort_keys=True)
 PY

@@ -67,7 +67,8 @@ import random
 import re
 import sys
 
-from product_sheets import SHEETS, make_rerank_training_sheets, make_sheet_rerank, make_sheets
+from product_sheets import (SHEETS, make_rerank_training_sheets, make_sentence_rerank_groups, make_sheet_rerank,
+                            make_sheets)
 
 INTENTS = [
     "billing_dispute", "refund_request", "replacement_request", "password_reset",
@@ -907,6 +908,14 @@ def make_rerank(manuals, assign, seed, n_hard=3, n_easy=2):
     return out
 
 
+FIRST_SENTENCE_RE = re.compile(r"(.+?[.!?])(?:\s|$)")
+
+
+def first_sentence(text):
+    m = FIRST_SENTENCE_RE.match(text)
+    return m.group(1) if m else text
+
+
 def write_jsonl(path, rows):
     with open(path, "w", encoding="utf-8", newline="\n") as f:
         for r in rows:
@@ -953,11 +962,28 @@ def main(argv=None):
         if s == "train":
             rerank[s].extend(make_rerank_training_sheets(sheets, args.seed))
         random.Random(f"{args.seed}/rerank-mix/{s}").shuffle(rerank[s])
+    # The training file also holds groups of sentences within one sheet
+    # (product_sheets.make_sentence_rerank_groups): only there, not in the
+    # first-sentence file or the MLM corpus below, which stay as they were.
+    # Their products are new: none of the training sheets' (a sheet opens
+    # "The NAME is a ..."), so no query repeats another group's.
+    names = {r["passage"].split(" is a", 1)[0][len("The "):] for g in rerank["train"] for r in g}
+    rerank_train_file = rerank["train"] + make_sentence_rerank_groups(sheets, args.seed, taken=names)
+    random.Random(f"{args.seed}/rerank-mix/train-sentences").shuffle(rerank_train_file)
+    queries = [g[0]["query"] for g in rerank_train_file]
+    assert len(set(queries)) == len(queries), "a rerank training query repeats (the trainer groups rows by query)"
 
     for s in SPLITS:
         write_jsonl(p(f"tickets_{s}.jsonl"), tickets[s])
         write_json(p(f"qa_{s}.json"), qa[s])
-        write_jsonl(p(f"rerank_{s}.jsonl"), [row for g in rerank[s] for row in g])
+        write_jsonl(p(f"rerank_{s}.jsonl"),
+                    [row for g in (rerank_train_file if s == "train" else rerank[s]) for row in g])
+        if s != "test":
+            # The demo reranker's first stage (recipes.sh, rerank_first): the
+            # same groups with each passage cut to its first sentence, where
+            # the product's name is one of ~12 tokens instead of ~90.
+            write_jsonl(p(f"rerank_{s}_first.jsonl"),
+                        [dict(row, passage=first_sentence(row["passage"])) for g in rerank[s] for row in g])
     write_docs(p("manuals.txt"), [[m["title"]] + [q["context"] for q in m["paragraphs"]] for m in manuals])
     for s in ("train", "dev"):
         docs = []
@@ -998,8 +1024,9 @@ def main(argv=None):
             "product_sheets": SHEETS[s],
             "product_sheet_questions": sum(len(para["qas"]) for art in sheets[s] for para in art["paragraphs"]),
         }
-        stats["rerank"][s] = {"queries": len(rerank[s]), "pairs": sum(len(g) for g in rerank[s]),
-                              "positives": sum(r["label"] for g in rerank[s] for r in g)}
+        groups = rerank_train_file if s == "train" else rerank[s]
+        stats["rerank"][s] = {"queries": len(groups), "pairs": sum(len(g) for g in groups),
+                              "positives": sum(r["label"] for g in groups for r in g)}
     all_q = sum(stats["qa"][s]["questions"] for s in SPLITS)
     all_imp = sum(stats["qa"][s]["unanswerable"] for s in SPLITS)
     stats["qa"]["all"] = {"questions": all_q, "unanswerable": all_imp,

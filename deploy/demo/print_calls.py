@@ -52,8 +52,8 @@ def main():
     if args.metrics:
         print("   metrics:     http://%s/metrics" % args.metrics)
     print("   API docs:    docs/api.md; every flag: docs/serving.md; Ctrl-C drains and stops")
-    print("   note: the demo reranker ranks no better than chance yet (deploy/demo/README.md); "
-          "serve your own cross-encoder with --model NAME=DIR")
+    print("   note: the demo models are 4-layer toys trained on the generated demo data "
+          "(deploy/demo/README.md); serve your own with --model NAME=DIR")
     tool = None
     for task, kind, line in calls(ex, args.grpc, args.http, args.client):
         if kind != tool:

@@ -144,8 +144,10 @@ def _product_names(rng, count, taken=()):
     return out
 
 
-def make_sheet(rng, brand, name, kind):
-    """(context, [(attribute, question, value, start)], [(attribute, question)])"""
+def make_sheet(rng, brand, name, kind, sentences_out=None):
+    """(context, [(attribute, question, value, start)], [(attribute, question)]).
+    With sentences_out (a list), also appends the sheet's sentences to it as
+    (attribute or None, text); the draws from rng are the same either way."""
     attrs = sorted(ATTRIBUTES)
     stated = rng.sample(attrs, STATED)
     absent = rng.sample([a for a in attrs if a not in stated], UNANSWERABLE)
@@ -164,6 +166,8 @@ def make_sheet(rng, brand, name, kind):
             context += " "
         if attr is None:
             context += template
+            if sentences_out is not None:
+                sentences_out.append((None, template))
             continue
         # Fill {n}/{b} first, then find where {v} lands (code-point offset).
         text = template.replace("{n}", name).replace("{b}", brand)
@@ -171,6 +175,8 @@ def make_sheet(rng, brand, name, kind):
         text = text.replace("{v}", value)
         context += text
         answers.append((attr, value, start))
+        if sentences_out is not None:
+            sentences_out.append((attr, text))
     qa = []
     for attr, value, start in answers:
         question = rng.choice(ATTRIBUTES[attr][2]).replace("{n}", name)
@@ -257,6 +263,31 @@ def make_rerank_training_sheets(sheets, seed, count=1200, queries_per_sheet=3, n
             easy = rng.sample([j for j in range(len(made)) if j != i and j not in hard], n_easy)
             group = [{"query": asked[attr], "passage": context, "label": 1}]
             group += [{"query": asked[attr], "passage": made[j][1], "label": 0} for j in hard + easy]
+            rng.shuffle(group)
+            groups.append(group)
+    return groups
+
+
+def make_sentence_rerank_groups(sheets, seed, count=300, queries_per_sheet=5, taken=()):
+    """Rerank training groups within one sheet (new products, in no other
+    file): a question about the product, the sentence that answers it (label
+    1) and five other sentences of the same sheet. Every candidate belongs to
+    the asked product, and the intro sentence and many statements name it,
+    so the name decides nothing: the model has to match what is asked with
+    what a sentence states, which is what the manual queries need
+    (deploy/demo/README.md, sixth round). Names in taken (the other files'
+    products) are not used, so no query repeats another group's."""
+    rng = random.Random(f"{seed}/rerank-sentences")
+    products = _product_names(rng, count, taken=set(taken) | _sheet_names(sheets))
+    groups = []
+    for brand, name, kind in products:
+        sentences = []
+        _, qa, _ = make_sheet(rng, brand, name, kind, sentences_out=sentences)
+        for attr, question, _, _ in rng.sample(qa, min(queries_per_sheet, len(qa))):
+            positive = next(text for a, text in sentences if a == attr)
+            group = [{"query": question, "passage": positive, "label": 1}]
+            others = [text for a, text in sentences if a != attr]
+            group += [{"query": question, "passage": text, "label": 0} for text in rng.sample(others, 5)]
             rng.shuffle(group)
             groups.append(group)
     return groups

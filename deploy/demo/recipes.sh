@@ -38,11 +38,29 @@ recipe() {
       RECIPE=(--task answer --train "$data/qa_train.json" --eval "$data/qa_dev.json"
               --epochs 30 --max-steps "$(demo_steps 3000)" --eval-every "$(demo_steps 500)" --warmup-ratio 0.06
               --batch-size 16 --lr 1e-3 --max-length 192 --doc-stride 64) ;;
+    rerank_first)
+      # Stage 1 of the demo reranker (issue 25, deploy/demo/README.md): from
+      # scratch on its own config (train_demo_models.sh: absolute positions,
+      # initializer_range 0.02, no dropout), listwise over each query's 6
+      # candidates, passages cut to their first sentence so that the product
+      # name is one of ~12 tokens. With initializer_range 0.05 (the MLM
+      # config's) the loss sat at ln 6 for 1,000+ steps; with 0.02 it leaves
+      # it by step ~400: first-sentence dev MRR@10 0.41 / 0.79 / 0.81 / 0.82
+      # at steps 250-1000.
+      RECIPE=(--task rerank --train "$data/rerank_train_first.jsonl" --eval "$data/rerank_dev_first.jsonl"
+              --epochs 100 --max-steps "$(demo_steps 1000)" --eval-every "$(demo_steps 250)" --warmup-ratio 0.05
+              --batch-size 16 --lr 5e-4 --max-length 48 --listwise) ;;
     rerank)
+      # Stage 2: full passages, and the training file's groups of sentences
+      # within one sheet, from the stage-1 checkpoint (train_demo_models.sh
+      # passes --init). lr 1e-3 (the old recipe) holds a post-LN encoder on the
+      # plateau; 5e-4 leaves it, 3e-4 over 1,000 steps scored the best dev
+      # (deploy/demo/README.md, sixth round).
       RECIPE=(--task rerank --train "$data/rerank_train.jsonl" --eval "$data/rerank_dev.jsonl"
-              --epochs 10 --max-steps "$(demo_steps 300)" --batch-size 32 --lr 1e-3 --max-length 160) ;;
+              --epochs 100 --max-steps "$(demo_steps 1000)" --eval-every "$(demo_steps 200)" --warmup-ratio 0.1
+              --batch-size 8 --lr 3e-4 --max-length 160 --listwise) ;;
     *)
-      echo "recipe: unknown task '$1' (mlm, classify, answer, rerank)" >&2
+      echo "recipe: unknown task '$1' (mlm, classify, answer, rerank_first, rerank)" >&2
       return 2 ;;
   esac
 }

@@ -11,7 +11,10 @@
 # splits). Skips every step whose output already exists, so a second run
 # returns at once; DSERVE_DEMO_FORCE=1 retrains. DSERVE_DEMO_STEPS scales the
 # number of optimizer steps (default 1.0). DSERVE_DEMO_TASKS picks the
-# fine-tuned tasks (default "classify answer rerank"; MLM always runs).
+# fine-tuned tasks (default "classify answer rerank"; the MLM runs when
+# classify or answer is among them). The reranker is the exception to the
+# recipe above: it trains from scratch in two stages on a config of its own
+# (absolute positions; deploy/demo/README.md, issue 25).
 # DSERVE_DEMO_DATA_ONLY=1 stops after the data, tokenizer and config.json
 # (what deploy/demo/ablation.sh shares with the demo).
 set -euo pipefail
@@ -48,6 +51,19 @@ cat > "$out/config.json" <<JSON
  "norm_rel_ebd": "layer_norm", "share_att_key": true, "position_biased_input": false,
  "pooler_hidden_act": "gelu", "pooler_dropout": 0, "pad_token_id": 0}
 JSON
+# The reranker's own config (issue 25): the same size, absolute positions in
+# the input and no relative attention, so that a content match between the
+# query's words and the passage's is the whole attention logit from the start,
+# initializer_range 0.02 and no dropout. Trained from scratch in two stages
+# (recipes.sh: rerank_first, then rerank); deploy/demo/README.md says why.
+cat > "$out/rerank_config.json" <<JSON
+{"model_type": "deberta-v2", "architectures": ["DebertaV2ForSequenceClassification"],
+ "vocab_size": 2000, "hidden_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
+ "intermediate_size": 512, "hidden_act": "gelu", "hidden_dropout_prob": 0.0,
+ "attention_probs_dropout_prob": 0.0, "max_position_embeddings": 256, "type_vocab_size": 2,
+ "initializer_range": 0.02, "layer_norm_eps": 1e-7, "relative_attention": false,
+ "position_biased_input": true, "pooler_hidden_act": "gelu", "pooler_dropout": 0, "pad_token_id": 0}
+JSON
 [ "${DSERVE_DEMO_DATA_ONLY:-0}" = 1 ] && exit 0
 
 run() {  # name, then dserve train arguments
@@ -56,14 +72,25 @@ run() {  # name, then dserve train arguments
   say "training $name"
   "$dserve" train --out "$out/runs/$name" --seed 13 "$@"
 }
-recipe mlm
-run mlm "${RECIPE[@]}" --config "$out/config.json" --tokenizer "$out/tokenizer/spm.model" --objective sop
-init=$out/runs/mlm/best
 tasks=${DSERVE_DEMO_TASKS:-classify answer rerank}
 for task in $tasks; do
   case $task in classify|answer|rerank) ;; *) echo "DSERVE_DEMO_TASKS: unknown task '$task' (classify, answer, rerank)" >&2; exit 2 ;; esac
 done
+# The MLM encoder is what classify and answer start from; the reranker
+# trains from scratch, so DSERVE_DEMO_TASKS=rerank skips it.
+init=$out/runs/mlm/best
+if [[ " $tasks " == *" classify "* || " $tasks " == *" answer "* ]]; then
+  recipe mlm
+  run mlm "${RECIPE[@]}" --config "$out/config.json" --tokenizer "$out/tokenizer/spm.model" --objective sop
+fi
 for task in $tasks; do
+  if [ "$task" = rerank ]; then
+    recipe rerank_first
+    run rerank_first "${RECIPE[@]}" --config "$out/rerank_config.json" --tokenizer "$out/tokenizer/spm.model"
+    recipe rerank
+    run rerank "${RECIPE[@]}" --init "$out/runs/rerank_first/best"
+    continue
+  fi
   recipe "$task"
   run "$task" "${RECIPE[@]}" --init "$init"
 done

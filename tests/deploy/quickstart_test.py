@@ -6,8 +6,8 @@ the metrics URL and one call per task. This test runs every printed `curl`
 and `dserve-client` line as it is printed (through bash, as a user pasting
 it would) and checks the answers against deploy/demo/examples.json: the
 ticket's intent, the answer span and its character offsets in the context,
-and that the reranker scores every passage (its order is printed: the demo
-reranker does not rank yet, deploy/demo/README.md). It also checks that the page and metrics
+and that the reranker scores every passage and puts the relevant one first.
+It also checks that the page and metrics
 URLs answer, that the page carries the examples, that the examples are
 texts of the demo data's test split, and that SIGTERM drains and stops the
 quickstart with exit code 0.
@@ -137,14 +137,13 @@ def check_output(lines, ex, grpc, http, metrics):
     if best["answer"] != a["answer"] or a["context"][best["start"]:best["end"]] != a["answer"]:
         failures.append("curl answer: %r at [%d, %d), want %r, the context's slice there" % (
             best["answer"], best["start"], best["end"], a["answer"]))
-    # The demo reranker ranks at chance (deploy/demo/README.md), so the
-    # order is printed, not checked: every document once, scores in (0, 1).
+    # Every document once, scores in (0, 1), the relevant one first.
     got = run_json(by_path["/v1/rerank"])["results"]
     print("curl rerank -> %s (relevant: %d)" % ([(x["index"], round(x["relevance_score"], 3)) for x in got],
                                                 r["relevant"]))
     if sorted(x["index"] for x in got) != list(range(len(r["documents"]))) or \
-            not all(0.0 < x["relevance_score"] < 1.0 for x in got):
-        failures.append("curl rerank: %s" % got)
+            not all(0.0 < x["relevance_score"] < 1.0 for x in got) or got[0]["index"] != r["relevant"]:
+        failures.append("curl rerank: %s, want document %d first" % (got, r["relevant"]))
 
     # The dserve-client lines, with --json added after the binary for parsing
     # (the printed line itself is what a user runs; its text output is checked too).
@@ -161,7 +160,8 @@ def check_output(lines, ex, grpc, http, metrics):
         elif task == "answer":
             ok = got["answers"][0]["text"] == a["answer"] and a["answer"] in text.stdout
         else:
-            ok = sorted(x.get("index", 0) for x in got["results"]) == list(range(len(r["documents"])))
+            ok = sorted(x.get("index", 0) for x in got["results"]) == list(range(len(r["documents"]))) and \
+                got["results"][0].get("index", 0) == r["relevant"]
         print("dserve-client %s -> %s" % (task, "as expected" if ok else text.stdout.strip()[:200]))
         if not ok:
             failures.append("dserve-client %s: %s" % (task, text.stdout.strip()[:300]))

@@ -8,11 +8,11 @@ floor that a model which learnt nothing cannot reach:
   classify  accuracy >= 0.95 (11 intents; the majority class is ~0.09);
   answer    HasAns F1 >= 80, NoAns exact >= 50 and F1 above always
             abstaining (the unanswerable share);
-  rerank    scored on every test group, printed beside the baselines of
-            deploy/demo/rerank_baselines.py (random 0.41, bag-of-words 0.92,
-            IDF bag-of-words 0.96). No quality floor yet: the demo reranker
-            ranks at chance (deploy/demo/README.md, "Why the demo reranker
-            does not rank"); issue 25's MRR@10 >= 0.90 is open.
+  rerank    MRR@10 >= RERANK_FLOOR on every test group, printed beside the
+            baselines of deploy/demo/rerank_baselines.py (random 0.41,
+            bag-of-words 0.92, IDF bag-of-words 0.96), and apart for the
+            product-sheet and the manual queries (deploy/demo/README.md,
+            "Why the demo reranker does not rank").
 
 With --manifest it first checks the committed files against the sha256 sums
 in deploy/demo/models/MANIFEST.json, and regenerates the demo data with the
@@ -26,6 +26,30 @@ import os
 import shutil
 import subprocess
 import sys
+
+# Issue 25 asks for 0.90; the committed reranker reaches the figure in
+# MANIFEST.json (deploy/demo/README.md, fifth round). The floor sits below it
+# by the spread of a retrain, far above a random order (0.41).
+RERANK_FLOOR = 0.85
+
+
+def split_rerank_groups(data):
+    """The test groups by the kind of their relevant passage."""
+    with open(os.path.join(data, "manuals.txt"), encoding="utf-8") as f:
+        manual_paragraphs = {line.strip() for line in f if line.strip()}
+    groups = []
+    with open(os.path.join(data, TEST_DATA["rerank"]), encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            if not groups or groups[-1][0]["query"] != row["query"]:
+                groups.append([])
+            groups[-1].append(row)
+    out = {"product-sheet": [], "manual": []}
+    for g in groups:
+        manual = any(r["label"] and r["passage"] in manual_paragraphs for r in g)
+        out["manual" if manual else "product-sheet"].append(g)
+    return out
+
 
 TEST_DATA = {"classify": "tickets_test.jsonl", "answer": "qa_test.json", "rerank": "rerank_test.jsonl"}
 
@@ -92,6 +116,22 @@ def main():
                                      b["idf_bag_of_words"]))
     if r["queries"] != b["groups"]:
         failures.append("rerank: eval scored %d queries, the file has %d groups" % (r["queries"], b["groups"]))
+    if r["mrr@10"] < RERANK_FLOOR:
+        failures.append("rerank MRR@10 %.4f < %.2f: the reranker does not rank (random %.4f)" % (
+            r["mrr@10"], RERANK_FLOOR, b["random"]))
+    # The two kinds of query, scored apart: product sheets (the product's
+    # name decides) and manuals (the topic words decide).
+    os.makedirs(args.work, exist_ok=True)
+    for kind, groups in split_rerank_groups(data).items():
+        path = os.path.join(args.work, "rerank_test_%s.jsonl" % kind)
+        with open(path, "w", encoding="utf-8") as f:
+            for g in groups:
+                for row in g:
+                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        out = subprocess.run([args.dserve, "eval", "--model", os.path.join(models, "rerank"), "--data", path],
+                             check=True, capture_output=True, text=True)
+        print("rerank, %s queries: MRR@10 %.4f (%d queries; bag-of-words %.4f)" % (
+            kind, json.loads(out.stdout)["mrr@10"], len(groups), baselines(path)["bag_of_words"]))
     for f in failures:
         print("FAIL: " + f)
     return 1 if failures else 0

@@ -20,8 +20,10 @@ ARGS = None
 SPLITS = ["train", "dev", "test"]
 FILES = (["manuals.txt", "mlm_train.txt", "mlm_train_pairs.txt", "mlm_dev.txt", "stats.json"]
          + [f"tickets_{s}.jsonl" for s in SPLITS] + [f"qa_{s}.json" for s in SPLITS]
-         + [f"rerank_{s}.jsonl" for s in SPLITS])
+         + [f"rerank_{s}.jsonl" for s in SPLITS] + ["rerank_train_first.jsonl", "rerank_dev_first.jsonl"])
 HARD_TAGS = ["negation", "swapped_roles", "word_order"]
+# One sentence: ends in . ! or ?, and no sentence end followed by a capital inside.
+ONE_SENTENCE = re.compile(r"^(?!.*[.!?] [A-Z]).*[.!?]$")
 
 
 def generate(out, seed=13, scale=None):
@@ -222,6 +224,9 @@ class DemoData(unittest.TestCase):
         sheet_groups = {}
         extra_sheets = set()
         extra_groups = 0
+        sentences = set()
+        sentence_names = set()
+        sentence_groups = 0
         for s in SPLITS:
             rows = self.rerank[s]
             self.assertTrue(rows, s)
@@ -230,9 +235,13 @@ class DemoData(unittest.TestCase):
                 self.assertEqual(set(r), {"query", "passage", "label"})
                 self.assertIn(r["label"], (0, 1))
                 if s == "train" and r["passage"] not in manual_of and r["passage"] not in sheet_split:
-                    # product_sheets.make_rerank_training_sheets: sheets of their own.
-                    self.assertRegex(r["passage"], r"^The .+? is an? .+ from \w+\.", r["passage"][:60])
-                    extra_sheets.add(r["passage"])
+                    if ONE_SENTENCE.match(r["passage"]):
+                        # product_sheets.make_sentence_rerank_groups: one sentence of a sheet.
+                        sentences.add(r["passage"])
+                    else:
+                        # product_sheets.make_rerank_training_sheets: sheets of their own.
+                        self.assertRegex(r["passage"], r"^The .+? is an? .+ from \w+\.", r["passage"][:60])
+                        extra_sheets.add(r["passage"])
                 else:
                     self.assertTrue(r["passage"] in manual_of or r["passage"] in sheet_split, r["passage"][:60])
                 if groups and groups[-1][0]["query"] == r["query"]:
@@ -245,6 +254,22 @@ class DemoData(unittest.TestCase):
             for g in groups:
                 pos = [r for r in g if r["label"] == 1]
                 self.assertEqual(len(pos), 1, g[0]["query"])
+                if pos[0]["passage"] in sentences:
+                    # Sentences of one sheet: every candidate is one, the
+                    # asked product is the only one they name, and the intro
+                    # sentence (which names it) is a negative where present.
+                    sentence_groups += 1
+                    self.assertEqual(len(g), 6, g[0]["query"])
+                    self.assertEqual(len({r["passage"] for r in g}), len(g), "repeated passage")
+                    for r in g:
+                        self.assertIn(r["passage"], sentences, g[0]["query"])
+                        m = re.match(r"^The (.+?) is an? [a-z -]+ from \w+\.$", r["passage"])
+                        if m:
+                            intro = m.group(1)
+                            self.assertIn(intro, g[0]["query"])
+                            self.assertEqual(r["label"], 0)
+                            sentence_names.add(intro)
+                    continue
                 if pos[0]["passage"] in extra_sheets:
                     # The extra training groups: the product's name in the
                     # query and the positive only, every passage an extra sheet.
@@ -290,6 +315,50 @@ class DemoData(unittest.TestCase):
         held_out = {re.match(r"The (.+?) is an? ", c).group(1) for c, sp in sheet_split.items() if sp != "train"}
         extra_names = {re.match(r"The (.+?) is an? ", c).group(1) for c in extra_sheets}
         self.assertFalse(held_out & extra_names)
+        # The sentence groups (issue 25, sixth round): their products are in
+        # no sheet of any split and in no extra training sheet.
+        self.assertGreaterEqual(sentence_groups, 1000)
+        self.assertGreater(len(sentence_names), 200)
+        all_sheet_names = {re.match(r"The (.+?) is an? ", c).group(1) for c in sheet_split} | extra_names
+        self.assertFalse(sentence_names & all_sheet_names)
+
+    def sentence_queries(self):
+        """The queries of the training groups whose candidates are sentences."""
+        by_query = collections.defaultdict(list)
+        for r in self.rerank["train"]:
+            by_query[r["query"]].append(r["passage"])
+        return {q for q, ps in by_query.items() if all(ONE_SENTENCE.match(p) for p in ps)}
+
+    def test_first_sentence_rerank_files(self):
+        # The reranker's first stage: the same rows, each passage cut to its
+        # first whole sentence (a prefix of the passage, ending in . ! or ?).
+        # The training file's groups of sentences (make_sentence_rerank_groups)
+        # are not in the first-sentence file; every other group is, with its
+        # rows in the same order.
+        for s in ("train", "dev"):
+            first = read_jsonl(os.path.join(self.a, f"rerank_{s}_first.jsonl"))
+            skip = self.sentence_queries() if s == "train" else set()
+            self.assertEqual(bool(skip), s == "train")
+            full_rows = collections.defaultdict(list)
+            for r in self.rerank[s]:
+                if r["query"] not in skip:
+                    full_rows[r["query"]].append(r)
+            short_rows = collections.defaultdict(list)
+            for r in first:
+                short_rows[r["query"]].append(r)
+            self.assertEqual(set(full_rows), set(short_rows), s)
+            pairs = [(f, r) for q in full_rows for f, r in zip(full_rows[q], short_rows[q])]
+            self.assertEqual(len(pairs), len(first), s)
+            cut = 0
+            for full, short in pairs:
+                self.assertEqual((full["query"], full["label"]), (short["query"], short["label"]))
+                self.assertTrue(full["passage"].startswith(short["passage"]), short["passage"][:60])
+                self.assertRegex(short["passage"], r"[.!?]$")
+                rest = full["passage"][len(short["passage"]):]
+                self.assertTrue(rest == "" or rest[0].isspace(), rest[:20])
+                cut += len(short["passage"]) < len(full["passage"])
+            self.assertGreater(cut, len(first) // 2, s)
+        self.assertFalse(os.path.exists(os.path.join(self.a, "rerank_test_first.jsonl")))
 
     # ---- corpora
     def test_manuals_and_mlm_corpora(self):
@@ -314,7 +383,9 @@ class DemoData(unittest.TestCase):
             pairs = f.read()
         self.assertTrue(pairs.startswith(mlm_train.rstrip("\n") + "\n\n"))
         pair_lines = set(pairs.splitlines())
-        for g in self.rerank["train"][:60]:
+        skip = self.sentence_queries()
+        kept = [r for r in self.rerank["train"] if r["query"] not in skip]
+        for g in kept[:60]:
             if g["label"] == 1:
                 self.assertIn(g["query"], pair_lines)
                 self.assertIn(g["passage"], pair_lines)
