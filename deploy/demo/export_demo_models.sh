@@ -18,9 +18,10 @@ for task in classify answer rerank; do
   mkdir -p "$dest.tmp/$task"
   cp "$out/models/$task"/{config.json,model.safetensors,spm.model} "$dest.tmp/$task/"
 done
-/usr/bin/python3 - "$out" "$dest.tmp" "$(git rev-parse HEAD)$(git diff --quiet HEAD -- deploy/demo model || echo '+changes')" <<'PY'
+/usr/bin/python3 - "$out" "$dest.tmp" "$(git rev-parse HEAD)$(git diff --quiet HEAD -- deploy/demo model || echo '+changes')" \
+    "$dest/MANIFEST.json" <<'PY'
 import datetime, hashlib, json, os, platform, sys
-out, dest, commit = sys.argv[1:4]
+out, dest, commit, committed = sys.argv[1:5]
 def sha(p):
     return hashlib.sha256(open(p, "rb").read()).hexdigest()
 stats = json.load(open(os.path.join(out, "data", "stats.json")))  # the seed and scale the data was made with
@@ -38,7 +39,7 @@ manifest = {
 # the committed ones (a partial retrain, DSERVE_DEMO_TASKS) keeps its old
 # commit, machine and date; the top-level fields are this export's.
 try:
-    old = json.load(open(os.path.join(os.path.dirname(dest.rstrip("/")), "models", "MANIFEST.json")))
+    old = json.load(open(committed))
 except (OSError, ValueError):
     old = {"models": {}}
 for task in ("classify", "answer", "rerank"):

@@ -965,10 +965,7 @@ def main(argv=None):
     # The training file also holds groups of sentences within one sheet
     # (product_sheets.make_sentence_rerank_groups): only there, not in the
     # first-sentence file or the MLM corpus below, which stay as they were.
-    # Their products are new: none of the training sheets' (a sheet opens
-    # "The NAME is a ..."), so no query repeats another group's.
-    names = {r["passage"].split(" is a", 1)[0][len("The "):] for g in rerank["train"] for r in g}
-    rerank_train_file = rerank["train"] + make_sentence_rerank_groups(sheets, args.seed, taken=names)
+    rerank_train_file = rerank["train"] + make_sentence_rerank_groups(sheets, args.seed, rerank["train"])
     random.Random(f"{args.seed}/rerank-mix/train-sentences").shuffle(rerank_train_file)
     queries = [g[0]["query"] for g in rerank_train_file]
     assert len(set(queries)) == len(queries), "a rerank training query repeats (the trainer groups rows by query)"

@@ -268,17 +268,19 @@ def make_rerank_training_sheets(sheets, seed, count=1200, queries_per_sheet=3, n
     return groups
 
 
-def make_sentence_rerank_groups(sheets, seed, count=300, queries_per_sheet=5, taken=()):
+def make_sentence_rerank_groups(sheets, seed, other_groups, count=300, queries_per_sheet=5):
     """Rerank training groups within one sheet (new products, in no other
     file): a question about the product, the sentence that answers it (label
     1) and five other sentences of the same sheet. Every candidate belongs to
     the asked product, and the intro sentence and many statements name it,
     so the name decides nothing: the model has to match what is asked with
     what a sentence states, which is what the manual queries need
-    (deploy/demo/README.md, sixth round). Names in taken (the other files'
-    products) are not used, so no query repeats another group's."""
+    (deploy/demo/README.md, sixth round). No product is one of the sheets'
+    or of other_groups' passages (the training sheets of their own), so no
+    query repeats another group's."""
     rng = random.Random(f"{seed}/rerank-sentences")
-    products = _product_names(rng, count, taken=set(taken) | _sheet_names(sheets))
+    taken = {sheet_name(r["passage"]) for g in other_groups for r in g} | _sheet_names(sheets)
+    products = _product_names(rng, count, taken=taken)
     groups = []
     for brand, name, kind in products:
         sentences = []
@@ -293,12 +295,12 @@ def make_sentence_rerank_groups(sheets, seed, count=300, queries_per_sheet=5, ta
     return groups
 
 
+def sheet_name(context):
+    """The product a sheet is about (each sheet opens "The NAME is a ...")."""
+    return context.split(" is a", 1)[0][len("The "):]
+
+
 def _sheet_names(sheets):
-    """The product names of the sheets (each context opens "The NAME is a ...")."""
-    names = set()
-    for articles in sheets.values():
-        for art in articles:
-            for para in art["paragraphs"]:
-                head = para["context"].split(" is a", 1)[0]
-                names.add(head[len("The "):])
-    return names
+    """The product names of the sheets."""
+    return {sheet_name(para["context"]) for articles in sheets.values() for art in articles
+            for para in art["paragraphs"]}

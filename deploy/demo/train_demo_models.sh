@@ -51,19 +51,22 @@ cat > "$out/config.json" <<JSON
  "norm_rel_ebd": "layer_norm", "share_att_key": true, "position_biased_input": false,
  "pooler_hidden_act": "gelu", "pooler_dropout": 0, "pad_token_id": 0}
 JSON
-# The reranker's own config (issue 25): the same size, absolute positions in
-# the input and no relative attention, so that a content match between the
-# query's words and the passage's is the whole attention logit from the start,
-# initializer_range 0.02 and no dropout. Trained from scratch in two stages
-# (recipes.sh: rerank_first, then rerank); deploy/demo/README.md says why.
-cat > "$out/rerank_config.json" <<JSON
-{"model_type": "deberta-v2", "architectures": ["DebertaV2ForSequenceClassification"],
- "vocab_size": 2000, "hidden_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
- "intermediate_size": 512, "hidden_act": "gelu", "hidden_dropout_prob": 0.0,
- "attention_probs_dropout_prob": 0.0, "max_position_embeddings": 256, "type_vocab_size": 2,
- "initializer_range": 0.02, "layer_norm_eps": 1e-7, "relative_attention": false,
- "position_biased_input": true, "pooler_hidden_act": "gelu", "pooler_dropout": 0, "pad_token_id": 0}
-JSON
+# The reranker's own config (issue 25): config.json's encoder size with
+# absolute positions in the input and no relative attention, so that a content
+# match between the query's words and the passage's is the whole attention
+# logit from the start, initializer_range 0.02 and no dropout. Trained from
+# scratch in two stages (recipes.sh: rerank_first, then rerank);
+# deploy/demo/README.md says why.
+/usr/bin/python3 - "$out/config.json" "$out/rerank_config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+for k in ("max_relative_positions", "position_buckets", "pos_att_type", "norm_rel_ebd", "share_att_key"):
+    del c[k]  # relative attention only
+c.update(architectures=["DebertaV2ForSequenceClassification"], hidden_dropout_prob=0.0,
+         attention_probs_dropout_prob=0.0, initializer_range=0.02, relative_attention=False,
+         position_biased_input=True)
+json.dump(c, open(sys.argv[2], "w"), indent=1)
+PY
 [ "${DSERVE_DEMO_DATA_ONLY:-0}" = 1 ] && exit 0
 
 run() {  # name, then dserve train arguments
