@@ -1,5 +1,8 @@
 #include "model/deberta/cpu_kernels.h"
 
+#include "model/deberta/dense_onednn.h"
+#include "model/deberta/packed_linear.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -912,13 +915,125 @@ std::string Int8Engine() {
   }
 }
 
+namespace {
+
+// lo = min(0, x...), hi = max(0, x...) over n floats.
+__attribute__((target("avx512f"))) void MinMaxAvx512(const float* x, int64_t n, float* lo, float* hi) {
+  __m512 l0 = _mm512_setzero_ps(), h0 = _mm512_setzero_ps(), l1 = l0, h1 = h0;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + 16);
+    l0 = _mm512_min_ps(l0, a);
+    h0 = _mm512_max_ps(h0, a);
+    l1 = _mm512_min_ps(l1, b);
+    h1 = _mm512_max_ps(h1, b);
+  }
+  for (; i + 16 <= n; i += 16) {
+    const __m512 a = _mm512_loadu_ps(x + i);
+    l0 = _mm512_min_ps(l0, a);
+    h0 = _mm512_max_ps(h0, a);
+  }
+  float l = _mm512_reduce_min_ps(_mm512_min_ps(l0, l1)), h = _mm512_reduce_max_ps(_mm512_max_ps(h0, h1));
+  for (; i < n; ++i) {
+    l = std::min(l, x[i]);
+    h = std::max(h, x[i]);
+  }
+  *lo = l;
+  *hi = h;
+}
+
+// q = clamp(round(x * inv) + z, 0, levels), round half to even.
+__attribute__((target("avx512f"))) void QuantizeAvx512(const float* x, int64_t n, float inv, float z, float levels,
+                                                      uint8_t* q) {
+  const __m512 vinv = _mm512_set1_ps(inv), vz = _mm512_set1_ps(z), vmax = _mm512_set1_ps(levels);
+  const __m512 vzero = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 v = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), vinv),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, vz), vzero), vmax);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(v)));
+  }
+  for (; i < n; ++i) q[i] = static_cast<uint8_t>(std::min(std::max(std::nearbyint(x[i] * inv) + z, 0.0f), levels));
+}
+
+void MinMax(const float* x, int64_t n, float* lo, float* hi) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512) return MinMaxAvx512(x, n, lo, hi);
+  float l = 0, h = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    l = std::min(l, x[i]);
+    h = std::max(h, x[i]);
+  }
+  *lo = l;
+  *hi = h;
+}
+
+void Quantize(const float* x, int64_t n, float inv, float z, float levels, uint8_t* q) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512) return QuantizeAvx512(x, n, inv, z, levels, q);
+  for (int64_t i = 0; i < n; ++i) q[i] = static_cast<uint8_t>(std::min(std::max(std::nearbyint(x[i] * inv) + z, 0.0f), levels));
+}
+
+int DenseThreads() { return at::in_parallel_region() ? 1 : at::get_num_threads(); }
+
+}  // namespace
+
 struct Int8Linear::Packed {
-  c10::intrusive_ptr<LinearPackedParamsBase> params;
+  c10::intrusive_ptr<LinearPackedParamsBase> params;  // LibTorch's path, when `dense` is null
+  std::unique_ptr<PackedDenseInt8> dense;             // the pre-packed oneDNN brgemm path
   torch::Tensor scales;       // [N] float32
   torch::Tensor dequantized;  // [N, K] float32
   int64_t in = 0, out = 0;
   bool reduce_range = false;  // activations in 7 bits (levels 127)
+
+  // The rows x [n, in] (contiguous) quantized with one range, into y [n, out]
+  // (contiguous; y_rows >= n rows there may be written, the rest past n
+  // with bias values when the rows are padded).
+  void Dense(const float* x, int64_t n, float* y, int64_t y_rows) const {
+    if (n <= 0) return;
+    const int64_t q = PackedDenseInt8::kRowQuantum;
+    const int64_t m = (n + q - 1) / q * q;
+    thread_local std::vector<uint8_t> xq;
+    thread_local std::vector<float> tmp;
+    xq.resize(static_cast<size_t>(m * in));
+    float lo = 0, hi = 0;
+    MinMax(x, n * in, &lo, &hi);
+    const float levels = reduce_range ? 127.0f : 255.0f;
+    float a = (hi - lo) / levels;
+    if (!(a > 0) || !std::isfinite(a)) a = 1.0f;  // all zero (or not finite: garbage either way)
+    const float z = std::min(std::max(std::nearbyint(-lo / a), 0.0f), levels);
+    Quantize(x, n * in, 1.0f / a, z, levels, xq.data());
+    std::memset(xq.data() + n * in, static_cast<int>(z), static_cast<size_t>((m - n) * in));
+    float* dst = y;
+    if (m > y_rows) {
+      tmp.resize(static_cast<size_t>(m * out));
+      dst = tmp.data();
+    }
+    try {
+      dense->Forward(xq.data(), m, static_cast<int32_t>(z), a, dst, DenseThreads());
+    } catch (const std::runtime_error& e) {
+      TORCH_CHECK(false, e.what());
+    }
+    if (dst != y) std::memcpy(y, dst, static_cast<size_t>(n * out) * sizeof(float));
+  }
+
+  torch::Tensor Rows(const torch::Tensor& rows) const {  // [n, in] contiguous
+    if (!dense) return params->apply_dynamic(rows, reduce_range);
+    auto y = torch::empty({rows.size(0), out}, rows.options());
+    Dense(rows.data_ptr<float>(), rows.size(0), y.data_ptr<float>(), rows.size(0));
+    return y;
+  }
 };
+
+bool Int8Linear::PrePacked() const { return packed_ && packed_->dense; }
+
+std::string Int8Linear::Implementation(int64_t m) const {
+  TORCH_CHECK(defined(), "int8 linear: not packed");
+  if (!packed_->dense) return "libtorch quantized::linear_dynamic (" + Int8Engine() + ")";
+  const int64_t q = PackedDenseInt8::kRowQuantum;
+  return packed_->dense->Implementation((m + q - 1) / q * q, DenseThreads());
+}
 
 Int8Linear Int8Linear::Pack(const torch::Tensor& weight, const torch::Tensor& bias) {
   const at::QEngine engine = PreferredQEngine();
@@ -948,8 +1063,18 @@ Int8Linear Int8Linear::Pack(const torch::Tensor& weight, const torch::Tensor& bi
                             .typed<c10::intrusive_ptr<LinearPackedParamsBase>(at::Tensor, c10::optional<at::Tensor>)>();
   c10::optional<at::Tensor> b;
   if (bias.defined()) b = bias.detach().contiguous();
-  packed->params = prepack.call(wq, b);
   packed->reduce_range = !CpuHasInt8Dot();
+  if (PackedLinearEnabled() && PackedDenseInt8::Available()) {
+    const torch::Tensor w8 = wq.int_repr().contiguous();
+    const torch::Tensor s32 = packed->scales.to(torch::kFloat).contiguous();
+    try {
+      packed->dense = PackedDenseInt8::Create(packed->in, packed->out, w8.data_ptr<int8_t>(), s32.data_ptr<float>(),
+                                              b.has_value() ? b->to(torch::kFloat).contiguous().data_ptr<float>() : nullptr);
+    } catch (const std::runtime_error&) {
+      packed->dense.reset();  // LibTorch's path below
+    }
+  }
+  if (!packed->dense) packed->params = prepack.call(wq, b);
   Int8Linear linear;
   linear.packed_ = std::move(packed);
   return linear;
@@ -967,7 +1092,7 @@ torch::Tensor Int8Linear::Forward(const torch::Tensor& x) const {
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
   shape.back() = packed_->out;
   const torch::Tensor rows = x.contiguous().view({-1, packed_->in});
-  return packed_->params->apply_dynamic(rows, packed_->reduce_range).view(shape);
+  return packed_->Rows(rows).view(shape);
 }
 
 torch::Tensor Int8Linear::Forward(const torch::Tensor& x, const std::vector<int64_t>& lengths) const {
@@ -984,7 +1109,11 @@ torch::Tensor Int8Linear::Forward(const torch::Tensor& x, const std::vector<int6
   auto one = [&](int64_t b) {
     const int64_t n = lengths[static_cast<size_t>(b)];
     torch::Tensor row = out[b];
-    if (n > 0) row.narrow(0, 0, n).copy_(packed_->params->apply_dynamic(in[b].narrow(0, 0, n), packed_->reduce_range));
+    if (packed_->dense) {
+      packed_->Dense(in[b].data_ptr<float>(), n, row.data_ptr<float>(), L);
+    } else if (n > 0) {
+      row.narrow(0, 0, n).copy_(packed_->params->apply_dynamic(in[b].narrow(0, 0, n), packed_->reduce_range));
+    }
     if (n < L) row.narrow(0, n, L - n).zero_();
   };
   if (B < 2 || at::get_num_threads() < 2 || at::in_parallel_region()) {

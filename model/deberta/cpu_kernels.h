@@ -117,12 +117,17 @@ torch::Tensor FusedAddLayerNorm(const torch::Tensor& x, const torch::Tensor& res
 // no fbgemm: its engines are qnnpack, onednn).
 std::string Int8Engine();
 
-// Dynamic int8 Linear through LibTorch's quantized ops (quantized::
-// linear_prepack / linear_dynamic on Int8Engine()). Measured on the
-// encoder's shapes against oneDNN's own u8s8s32 GEMM API plus our quantize
-// and dequantize loops: LibTorch's prepacked oneDNN matmul was faster
-// (M = 1024, K = 768, N = 2304, 1 thread: 6.6 ms against 12.2 ms; fp32
-// sgemm 21.6 ms), docs/performance.md.
+// Dynamic int8 Linear. Where oneDNN has a brgemm int8 matmul (VNNI or AMX;
+// PrePacked()), the weight is reordered once at Pack into its blocked layout
+// and each call quantizes the rows with our AVX-512 loop and runs that
+// matmul with the scales, zero point and bias in its epilogue
+// (dense_onednn.h, PackedDenseInt8). Otherwise, and with
+// DSERVE_PACKED_LINEAR=0, LibTorch's quantized ops (quantized::
+// linear_prepack / linear_dynamic on Int8Engine()), which run oneDNN's
+// plain gemm:jit with the weights repacked per call. (Against oneDNN's
+// u8s8s32 GEMM API plus our own dequantize pass, LibTorch's op was faster:
+// M = 1024, K = 768, N = 2304, 1 thread: 6.6 ms against 12.2 ms; fp32
+// sgemm 21.6 ms; docs/performance.md.) Both compute the scheme below.
 //
 // Weights: per output channel j, symmetric: scale_j = max_k |W[j, k]| / 127,
 // W_q[j, k] = round(W[j, k] / scale_j) in [-127, 127], zero point 0.
@@ -144,7 +149,8 @@ std::string Int8Engine();
 //
 // Thread safety: immutable after Pack; Forward is const and may run on
 // several threads at once (LibTorch's oneDNN path keeps no per-call state in
-// the packed weights).
+// the packed weights; the pre-packed path keeps its quantized rows, output
+// staging and scratchpad per calling thread, its primitives behind a lock).
 class Int8Linear {
  public:
   Int8Linear() = default;
@@ -169,6 +175,14 @@ class Int8Linear {
   const torch::Tensor& weight_scales() const;
   const torch::Tensor& dequantized_weight() const;
   int activation_levels() const;
+  // Whether this layer runs on the pre-packed oneDNN int8 matmul
+  // (dense_onednn.h, PackedDenseInt8: weights reordered once, brgemm with
+  // VNNI / AMX) rather than LibTorch's linear_dynamic (oneDNN's plain gemm,
+  // weights not pre-packed); the former unless DSERVE_PACKED_LINEAR=0 or
+  // oneDNN offers no brgemm int8 matmul on this CPU.
+  bool PrePacked() const;
+  // The implementation for m rows (ONEDNN_VERBOSE's name), for reports.
+  std::string Implementation(int64_t m) const;
 
  private:
   struct Packed;

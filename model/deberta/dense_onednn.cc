@@ -221,6 +221,139 @@ std::string PackedDense::Implementation(int64_t m, int threads) const {
 size_t PackedDense::CachedPrimitives() const { return PrimitiveCache::Get().Size(); }
 size_t PackedDense::PackedBytes() const { return impl_->weights_md.get_size(); }
 
+// ------------------------------------------------------------------ int8 --
+
+namespace {
+
+dnnl::primitive_attr Int8Attributes(const std::vector<float>& scales, bool bias) {
+  dnnl::primitive_attr attr;
+  attr.set_output_scales(1 << 1, scales);  // per output channel, constant
+  attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  dnnl::post_ops po;
+  po.append_binary(dnnl::algorithm::binary_mul, dnnl::memory::desc({1, 1}, dt::f32, tag::ab));
+  if (bias) po.append_binary(dnnl::algorithm::binary_add, dnnl::memory::desc({1, static_cast<int64_t>(scales.size())}, dt::f32, tag::ab));
+  attr.set_post_ops(po);
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+dnnl::matmul::primitive_desc MakeInt8Pd(int64_t in, const std::vector<float>& scales, bool bias, int64_t m,
+                                        const dnnl::memory::desc& weights) {
+  const int64_t out = static_cast<int64_t>(scales.size());
+  const dnnl::memory::desc src({m, in}, dt::u8, tag::ab);
+  const dnnl::memory::desc dst({m, out}, dt::f32, tag::ab);
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst), Int8Attributes(scales, bias), Engine());
+}
+
+dnnl::memory::desc AnyInt8Weights(int64_t in, int64_t out) {
+  return dnnl::memory::desc({in, out}, dt::s8, tag::any);
+}
+
+bool Int8ImplIsFast(const std::string& impl) {
+  return impl.rfind("ref", 0) != 0 && impl.find("gemm:") == std::string::npos;
+}
+
+}  // namespace
+
+struct PackedDenseInt8::Impl {
+  int64_t in = 0, out = 0;
+  std::vector<float> scales, bias;
+  dnnl::memory::desc weights_md;
+  AlignedBuffer weights;
+
+  // A primitive holds this layer's output scales, so it is this layer's
+  // alone (the fp32 ones are shared by every layer of a shape).
+  mutable std::shared_mutex mu;
+  mutable std::map<std::pair<int64_t, int>, std::shared_ptr<const Primitive>> cache;
+
+  std::shared_ptr<const Primitive> For(int64_t m, int threads) const {
+    {
+      std::shared_lock<std::shared_mutex> lock(mu);
+      auto it = cache.find({m, threads});
+      if (it != cache.end()) return it->second;
+    }
+    dnnl::matmul::primitive_desc pd = MakeInt8Pd(in, scales, !bias.empty(), m, AnyInt8Weights(in, out));
+    if (pd.weights_desc() != weights_md) pd = MakeInt8Pd(in, scales, !bias.empty(), m, weights_md);
+    auto p = std::make_shared<Primitive>();
+    p->matmul = dnnl::matmul(pd);
+    p->src = pd.src_desc();
+    p->dst = pd.dst_desc();
+    p->scratchpad = pd.scratchpad_desc();
+    p->impl = pd.impl_info_str();
+    std::unique_lock<std::shared_mutex> lock(mu);
+    if (cache.size() >= 256) cache.clear();  // one per (padded rows, threads): bounded in practice
+    return cache.emplace(std::make_pair(m, threads), std::move(p)).first->second;
+  }
+};
+
+bool PackedDenseInt8::Available() {
+  static const bool available = [] {
+    try {
+      const std::vector<float> scales(64, 0.01f);
+      return Int8ImplIsFast(MakeInt8Pd(64, scales, true, 16, AnyInt8Weights(64, 64)).impl_info_str());
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return available;
+}
+
+std::unique_ptr<PackedDenseInt8> PackedDenseInt8::Create(int64_t in, int64_t out, const int8_t* weight,
+                                                         const float* scales, const float* bias) {
+  if (in <= 0 || out <= 0 || weight == nullptr || scales == nullptr) throw std::runtime_error("dense int8: empty weight");
+  auto impl = std::make_unique<Impl>();
+  impl->in = in;
+  impl->out = out;
+  impl->scales.assign(scales, scales + out);
+  if (bias != nullptr) impl->bias.assign(bias, bias + out);
+  try {
+    impl->weights_md = MakeInt8Pd(in, impl->scales, bias != nullptr, 128, AnyInt8Weights(in, out)).weights_desc();
+    impl->weights.Resize(impl->weights_md.get_size());
+    const dnnl::memory::desc plain({in, out}, dt::s8, tag::ba);
+    dnnl::memory from(plain, Engine(), const_cast<int8_t*>(weight));
+    dnnl::memory to(impl->weights_md, Engine(), impl->weights.data);
+    dnnl::stream stream(Engine());
+    dnnl::reorder(from, to).execute(stream, from, to);
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    throw std::runtime_error(std::string("dense int8: oneDNN refused the packed matmul: ") + e.what());
+  }
+  return std::unique_ptr<PackedDenseInt8>(new PackedDenseInt8(std::move(impl)));
+}
+
+void PackedDenseInt8::Forward(const uint8_t* x, int64_t m, int32_t zero_point, float scale, float* y,
+                              int threads) const {
+  if (m <= 0) return;
+  const Impl& d = *impl_;
+  try {
+    const std::shared_ptr<const Primitive> p = d.For(m, threads);
+    thread_local AlignedBuffer scratch;
+    scratch.Resize(std::max<size_t>(p->scratchpad.get_size(), 64));
+    const dnnl::engine& eng = Engine();
+    int32_t zp = zero_point;
+    float a = scale;
+    std::unordered_map<int, dnnl::memory> args;
+    args.reserve(7);
+    args.emplace(DNNL_ARG_SRC, dnnl::memory(p->src, eng, const_cast<uint8_t*>(x)));
+    args.emplace(DNNL_ARG_WEIGHTS, dnnl::memory(d.weights_md, eng, d.weights.data));
+    args.emplace(DNNL_ARG_DST, dnnl::memory(p->dst, eng, y));
+    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(p->scratchpad, eng, scratch.data));
+    args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, dnnl::memory({{1}, dt::s32, tag::x}, eng, &zp));
+    args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, dnnl::memory({{1, 1}, dt::f32, tag::ab}, eng, &a));
+    if (!d.bias.empty()) {
+      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1,
+                   dnnl::memory({{1, d.out}, dt::f32, tag::ab}, eng, const_cast<float*>(d.bias.data())));
+    }
+    thread_local dnnl::stream stream(eng);
+    p->matmul.execute(stream, args);
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    throw std::runtime_error(std::string("dense int8: oneDNN matmul failed: ") + e.what());
+  }
+}
+
+std::string PackedDenseInt8::Implementation(int64_t m, int threads) const { return impl_->For(m, threads)->impl; }
+
 #else  // no oneDNN: nothing is available, Create refuses
 
 struct PackedDense::Impl {
@@ -236,10 +369,25 @@ std::string PackedDense::Implementation(int64_t, int) const { return "none"; }
 size_t PackedDense::CachedPrimitives() const { return 0; }
 size_t PackedDense::PackedBytes() const { return 0; }
 
+struct PackedDenseInt8::Impl {
+  int64_t in = 0, out = 0;
+};
+bool PackedDenseInt8::Available() { return false; }
+std::unique_ptr<PackedDenseInt8> PackedDenseInt8::Create(int64_t, int64_t, const int8_t*, const float*, const float*) {
+  throw std::runtime_error("dense int8: built without oneDNN (libdnnl-dev)");
+}
+void PackedDenseInt8::Forward(const uint8_t*, int64_t, int32_t, float, float*, int) const {}
+std::string PackedDenseInt8::Implementation(int64_t, int) const { return "none"; }
+
 #endif
 
 PackedDense::PackedDense(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 PackedDense::~PackedDense() = default;
 const PackedDense::Spec& PackedDense::spec() const { return impl_->spec; }
+
+PackedDenseInt8::PackedDenseInt8(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+PackedDenseInt8::~PackedDenseInt8() = default;
+int64_t PackedDenseInt8::in() const { return impl_->in; }
+int64_t PackedDenseInt8::out() const { return impl_->out; }
 
 }  // namespace dserve

@@ -74,4 +74,47 @@ class PackedDense {
   std::unique_ptr<Impl> impl_;
 };
 
+
+// The int8 counterpart for `--dtype int8` (cpu_kernels.h, Int8Linear): y =
+// a * scale[j] * sum_k (x_q[i, k] - z) * W_q[j, k] + bias[j], x_q uint8 with
+// one (a, z) per call, W_q int8 per output channel, y float32. The weight is
+// reordered once into the layout oneDNN's brgemm int8 matmul wants (VNNI
+// blocked); the per-channel scales are fixed at Create, so oneDNN keeps
+// brgemm (in oneDNN 2.6 runtime output scales send it to its plain gemm).
+// The per-call activation scale a is a scalar binary_mul post-op, the bias
+// a per-channel binary_add, z a runtime source zero point. Primitives are
+// cached per (rows, threads) and per layer (they hold its scales); callers
+// pad the rows to a multiple of kRowQuantum so that a server's varying
+// lengths share a few.
+class PackedDenseInt8 {
+ public:
+  static constexpr int64_t kRowQuantum = 16;
+
+  // Whether oneDNN (built in) runs this problem with a non-reference
+  // implementation that is not its plain gemm (brgemm with VNNI or AMX),
+  // probed once.
+  static bool Available();
+
+  // weight row-major [out, in] int8 (values in [-127, 127]), scales [out]
+  // > 0, bias [out] float32 or null (all copied). Throws std::runtime_error
+  // when oneDNN is missing or refuses.
+  static std::unique_ptr<PackedDenseInt8> Create(int64_t in, int64_t out, const int8_t* weight, const float* scales,
+                                                 const float* bias);
+  ~PackedDenseInt8();
+  PackedDenseInt8(const PackedDenseInt8&) = delete;
+  PackedDenseInt8& operator=(const PackedDenseInt8&) = delete;
+
+  // x [m, in] uint8 row-major, y [m, out] float32; `zero_point` z in [0,
+  // 255], `scale` a > 0; threads as PackedDense::Forward.
+  void Forward(const uint8_t* x, int64_t m, int32_t zero_point, float scale, float* y, int threads) const;
+  int64_t in() const;
+  int64_t out() const;
+  std::string Implementation(int64_t m, int threads) const;
+
+ private:
+  struct Impl;
+  explicit PackedDenseInt8(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
 }  // namespace dserve

@@ -15,6 +15,8 @@
 #include <torch/torch.h>
 
 #include "model/deberta/cpu_kernels.h"
+#include "model/deberta/dense_onednn.h"
+#include "model/deberta/packed_linear.h"
 #include "model/deberta/model.h"
 #include "tests/model/deberta/golden_files.h"
 
@@ -108,6 +110,38 @@ INSTANTIATE_TEST_SUITE_P(Activations, Int8LinearTest, ::testing::Values(false, t
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? std::string("Gelu") : std::string("LayerNormLike");
                          });
+
+// Issue 27: on a CPU with VNNI the layer runs oneDNN's brgemm int8 matmul on
+// weights packed once (not LibTorch's linear_dynamic, plain gemm:jit), and
+// rows that are not a multiple of the row quantum (padded inside) give the
+// documented scheme's result.
+TEST(Int8Linear, RunsThePrePackedBrgemmWhereTheCpuHasVnni) {
+  torch::InferenceMode guard;
+  const Case c = MakeCase(37, 384, 96, true, 3);
+  const Int8Linear q = Int8Linear::Pack(c.w, c.b);
+  EXPECT_EQ(q.PrePacked(), PackedLinearEnabled() && PackedDenseInt8::Available());
+  const std::string impl = q.Implementation(37);
+  std::cout << "[ int8     ] pre-packed " << q.PrePacked() << ", implementation at 37 rows: " << impl << std::endl;
+  __builtin_cpu_init();
+  if (PackedLinearEnabled() && __builtin_cpu_supports("avx512vnni")) {
+    EXPECT_TRUE(q.PrePacked());
+    EXPECT_NE(impl.find("brg"), std::string::npos) << impl;
+  }
+  for (int64_t m : {1, 15, 16, 17, 37}) {
+    Case part{c.x.narrow(0, 0, m).contiguous(), c.w, c.b};
+    const torch::Tensor y = q.Forward(part.x);
+    const double slack = 1e-5 * torch::matmul(part.x.abs(), c.w.abs().t()).max().item<double>() + 1e-5;
+    EXPECT_LE((y - Emulate(part, q)).abs().max().item<double>(), slack) << m << " rows";
+  }
+  // Two layers of one shape with other scales: each keeps its own (a
+  // primitive built for one must not serve the other).
+  const Case other{c.x, c.w * 3.0 + 0.01, c.b * -1.0};
+  const Int8Linear q2 = Int8Linear::Pack(other.w, other.b);
+  const torch::Tensor y1 = q.Forward(c.x), y2 = q2.Forward(other.x);
+  const double slack2 = 1e-5 * torch::matmul(c.x.abs(), other.w.abs().t()).max().item<double>() + 1e-5;
+  EXPECT_LE((y2 - Emulate(other, q2)).abs().max().item<double>(), slack2);
+  EXPECT_LE((y1 - Emulate(c, q)).abs().max().item<double>(), slack2);
+}
 
 TEST(Int8Linear, LeadingDimensionsAndNoBias) {
   torch::InferenceMode guard;
