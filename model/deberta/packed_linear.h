@@ -19,7 +19,8 @@ namespace dserve {
 
 // False when the environment sets DSERVE_PACKED_LINEAR=0 (read once): the
 // encoders then run their dense layers as before (oneDNN sgemm in fp32,
-// torch ops in bf16), for A/B benchmarks (`dserve bench encoder`).
+// torch ops in bf16, LibTorch's linear_dynamic in int8: cpu_kernels.h,
+// Int8Linear), for A/B benchmarks (`dserve bench encoder`).
 bool PackedLinearEnabled();
 
 // The oneDNN post-op for an activation named as Hugging Face's ACT2FN names
