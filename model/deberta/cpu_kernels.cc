@@ -943,6 +943,10 @@ __attribute__((target("avx512f"))) void MinMaxAvx512(const float* x, int64_t n, 
 }
 
 // q = clamp(round(x * inv) + z, 0, levels), round half to even.
+void QuantizeScalar(const float* x, int64_t n, float inv, float z, float levels, uint8_t* q) {
+  for (int64_t i = 0; i < n; ++i) q[i] = static_cast<uint8_t>(std::min(std::max(std::nearbyint(x[i] * inv) + z, 0.0f), levels));
+}
+
 __attribute__((target("avx512f"))) void QuantizeAvx512(const float* x, int64_t n, float inv, float z, float levels,
                                                       uint8_t* q) {
   const __m512 vinv = _mm512_set1_ps(inv), vz = _mm512_set1_ps(z), vmax = _mm512_set1_ps(levels);
@@ -954,7 +958,7 @@ __attribute__((target("avx512f"))) void QuantizeAvx512(const float* x, int64_t n
     v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, vz), vzero), vmax);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(v)));
   }
-  for (; i < n; ++i) q[i] = static_cast<uint8_t>(std::min(std::max(std::nearbyint(x[i] * inv) + z, 0.0f), levels));
+  QuantizeScalar(x + i, n - i, inv, z, levels, q + i);
 }
 
 void MinMax(const float* x, int64_t n, float* lo, float* hi) {
@@ -972,7 +976,7 @@ void MinMax(const float* x, int64_t n, float* lo, float* hi) {
 void Quantize(const float* x, int64_t n, float inv, float z, float levels, uint8_t* q) {
   static const bool avx512 = __builtin_cpu_supports("avx512f");
   if (avx512) return QuantizeAvx512(x, n, inv, z, levels, q);
-  for (int64_t i = 0; i < n; ++i) q[i] = static_cast<uint8_t>(std::min(std::max(std::nearbyint(x[i] * inv) + z, 0.0f), levels));
+  QuantizeScalar(x, n, inv, z, levels, q);
 }
 
 int DenseThreads() { return at::in_parallel_region() ? 1 : at::get_num_threads(); }

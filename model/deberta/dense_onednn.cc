@@ -117,6 +117,39 @@ class PrimitiveCache {
   std::map<Key, std::shared_ptr<const Primitive>> map_;
 };
 
+// A primitive built from its descriptor, with what executing it needs.
+std::shared_ptr<const Primitive> MakePrimitive(const dnnl::matmul::primitive_desc& pd) {
+  auto p = std::make_shared<Primitive>();
+  p->matmul = dnnl::matmul(pd);
+  p->src = pd.src_desc();
+  p->dst = pd.dst_desc();
+  p->scratchpad = pd.scratchpad_desc();
+  p->impl = pd.impl_info_str();
+  return p;
+}
+
+// W row-major [out, in] (the [in, out] matrix in layout "ba") reordered into
+// `packed`'s layout at `to`.
+void PackWeights(int64_t in, int64_t out, dt type, const void* weight, const dnnl::memory::desc& packed, void* to) {
+  const dnnl::memory::desc plain({in, out}, type, tag::ba);
+  dnnl::memory from_m(plain, Engine(), const_cast<void*>(weight));
+  dnnl::memory to_m(packed, Engine(), to);
+  dnnl::stream stream(Engine());
+  dnnl::reorder(from_m, to_m).execute(stream, from_m, to_m);
+  stream.wait();
+}
+
+// Runs p on this thread's stream with this thread's scratchpad; `args` holds
+// everything but the scratchpad.
+void Execute(const Primitive& p, std::unordered_map<int, dnnl::memory>& args) {
+  thread_local AlignedBuffer scratch;
+  scratch.Resize(std::max<size_t>(p.scratchpad.get_size(), 64));
+  args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(p.scratchpad, Engine(), scratch.data));
+  thread_local dnnl::stream stream(Engine());
+  p.matmul.execute(stream, args);
+  stream.wait();
+}
+
 }  // namespace
 
 struct PackedDense::Impl {
@@ -138,13 +171,7 @@ struct PackedDense::Impl {
     // every M on AVX-512 (BA16a64b / BA16a64b2a), but ask explicitly if not.
     dnnl::matmul::primitive_desc pd = MakePd(spec, !bias.empty(), m, AnyWeights(spec));
     if (pd.weights_desc() != weights_md) pd = MakePd(spec, !bias.empty(), m, weights_md);
-    auto p = std::make_shared<Primitive>();
-    p->matmul = dnnl::matmul(pd);
-    p->src = pd.src_desc();
-    p->dst = pd.dst_desc();
-    p->scratchpad = pd.scratchpad_desc();
-    p->impl = pd.impl_info_str();
-    return PrimitiveCache::Get().Insert(key, std::move(p));
+    return PrimitiveCache::Get().Insert(key, MakePrimitive(pd));
   }
 };
 
@@ -174,13 +201,7 @@ std::unique_ptr<PackedDense> PackedDense::Create(const Spec& spec, const void* w
     // The layout the primitive prefers at a typical size (M = 128).
     impl->weights_md = MakePd(spec, bias != nullptr, 128, AnyWeights(spec)).weights_desc();
     impl->weights.Resize(impl->weights_md.get_size());
-    // W is [out, in] row-major: the [in, out] matrix in layout "ba".
-    const dnnl::memory::desc plain({spec.in, spec.out}, DataType(spec.type), tag::ba);
-    dnnl::memory from(plain, Engine(), const_cast<void*>(weight));
-    dnnl::memory to(impl->weights_md, Engine(), impl->weights.data);
-    dnnl::stream stream(Engine());
-    dnnl::reorder(from, to).execute(stream, from, to);
-    stream.wait();
+    PackWeights(spec.in, spec.out, DataType(spec.type), weight, impl->weights_md, impl->weights.data);
   } catch (const dnnl::error& e) {
     throw std::runtime_error(std::string("dense: oneDNN refused the packed matmul: ") + e.what());
   }
@@ -193,22 +214,17 @@ void PackedDense::Forward(const void* x, int64_t m, void* y, int threads) const 
   const Impl& d = *impl_;
   try {
     const std::shared_ptr<const Primitive> p = d.For(m, threads);
-    thread_local AlignedBuffer scratch;
-    scratch.Resize(std::max<size_t>(p->scratchpad.get_size(), 64));
     const dnnl::engine& eng = Engine();
     std::unordered_map<int, dnnl::memory> args;
     args.reserve(5);
     args.emplace(DNNL_ARG_SRC, dnnl::memory(p->src, eng, const_cast<void*>(x)));
     args.emplace(DNNL_ARG_WEIGHTS, dnnl::memory(d.weights_md, eng, d.weights.data));
     args.emplace(DNNL_ARG_DST, dnnl::memory(p->dst, eng, y));
-    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(p->scratchpad, eng, scratch.data));
     if (!d.bias.empty()) {
       args.emplace(DNNL_ARG_BIAS, dnnl::memory({{1, d.spec.out}, dt::f32, tag::ab}, eng,
                                                const_cast<float*>(d.bias.data())));
     }
-    thread_local dnnl::stream stream(eng);
-    p->matmul.execute(stream, args);
-    stream.wait();
+    Execute(*p, args);
   } catch (const dnnl::error& e) {
     throw std::runtime_error(std::string("dense: oneDNN matmul failed: ") + e.what());
   }
@@ -274,12 +290,7 @@ struct PackedDenseInt8::Impl {
     }
     dnnl::matmul::primitive_desc pd = MakeInt8Pd(in, scales, !bias.empty(), m, AnyInt8Weights(in, out));
     if (pd.weights_desc() != weights_md) pd = MakeInt8Pd(in, scales, !bias.empty(), m, weights_md);
-    auto p = std::make_shared<Primitive>();
-    p->matmul = dnnl::matmul(pd);
-    p->src = pd.src_desc();
-    p->dst = pd.dst_desc();
-    p->scratchpad = pd.scratchpad_desc();
-    p->impl = pd.impl_info_str();
+    std::shared_ptr<const Primitive> p = MakePrimitive(pd);
     std::unique_lock<std::shared_mutex> lock(mu);
     if (cache.size() >= 256) cache.clear();  // one per (padded rows, threads): bounded in practice
     return cache.emplace(std::make_pair(m, threads), std::move(p)).first->second;
@@ -309,12 +320,7 @@ std::unique_ptr<PackedDenseInt8> PackedDenseInt8::Create(int64_t in, int64_t out
   try {
     impl->weights_md = MakeInt8Pd(in, impl->scales, bias != nullptr, 128, AnyInt8Weights(in, out)).weights_desc();
     impl->weights.Resize(impl->weights_md.get_size());
-    const dnnl::memory::desc plain({in, out}, dt::s8, tag::ba);
-    dnnl::memory from(plain, Engine(), const_cast<int8_t*>(weight));
-    dnnl::memory to(impl->weights_md, Engine(), impl->weights.data);
-    dnnl::stream stream(Engine());
-    dnnl::reorder(from, to).execute(stream, from, to);
-    stream.wait();
+    PackWeights(in, out, dt::s8, weight, impl->weights_md, impl->weights.data);
   } catch (const dnnl::error& e) {
     throw std::runtime_error(std::string("dense int8: oneDNN refused the packed matmul: ") + e.what());
   }
@@ -327,8 +333,6 @@ void PackedDenseInt8::Forward(const uint8_t* x, int64_t m, int32_t zero_point, f
   const Impl& d = *impl_;
   try {
     const std::shared_ptr<const Primitive> p = d.For(m, threads);
-    thread_local AlignedBuffer scratch;
-    scratch.Resize(std::max<size_t>(p->scratchpad.get_size(), 64));
     const dnnl::engine& eng = Engine();
     int32_t zp = zero_point;
     float a = scale;
@@ -337,16 +341,13 @@ void PackedDenseInt8::Forward(const uint8_t* x, int64_t m, int32_t zero_point, f
     args.emplace(DNNL_ARG_SRC, dnnl::memory(p->src, eng, const_cast<uint8_t*>(x)));
     args.emplace(DNNL_ARG_WEIGHTS, dnnl::memory(d.weights_md, eng, d.weights.data));
     args.emplace(DNNL_ARG_DST, dnnl::memory(p->dst, eng, y));
-    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(p->scratchpad, eng, scratch.data));
     args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, dnnl::memory({{1}, dt::s32, tag::x}, eng, &zp));
     args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, dnnl::memory({{1, 1}, dt::f32, tag::ab}, eng, &a));
     if (!d.bias.empty()) {
       args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1,
                    dnnl::memory({{1, d.out}, dt::f32, tag::ab}, eng, const_cast<float*>(d.bias.data())));
     }
-    thread_local dnnl::stream stream(eng);
-    p->matmul.execute(stream, args);
-    stream.wait();
+    Execute(*p, args);
   } catch (const dnnl::error& e) {
     throw std::runtime_error(std::string("dense int8: oneDNN matmul failed: ") + e.what());
   }
