@@ -228,7 +228,7 @@ double MaxAbs(const std::vector<float>& v) {
 }
 
 // |int8 - fp32| on a golden's logits, relative to the largest |logit| of the
-// row (at least 1): kInt8LogitTolerance. Why this size: each dense layer
+// row (at least 1): Int8LogitTolerance(). Why this size: each dense layer
 // adds an error bounded by Int8Linear's (checked above) and in practice a
 // random walk of K products each off by ~ step / sqrt(12) (step = 1/255 of
 // the whole tensor's range for activations, 1/254 of the row's largest |w|
@@ -244,7 +244,21 @@ double MaxAbs(const std::vector<float>& v) {
 // per-tensor activations) is pinned exactly by the Int8Linear emulation test.
 // Argmaxes are checked outright (classification) or within this tolerance
 // (QA start/end over positions, where near ties exist).
-constexpr double kInt8LogitTolerance = 0.20;
+//
+// On a CPU with no int8 dot product (no avx512_vnni / avx_vnni, e.g. an AMD
+// EPYC Zen 3 with AVX2 only) Int8Linear quantizes activations to 7 bits
+// (127 levels, so that u8 x s8 pair sums cannot saturate int16 in fbgemm's
+// AVX2 kernel): the activation step doubles and so does the error. Measured
+// there: 0.288 on cls_factorized (argmax kept on all 8). The tolerance
+// scales with the step: 0.2 x 255 / levels.
+double Int8LogitTolerance() {
+  static const double tolerance = [] {
+    torch::InferenceMode guard;
+    const Int8Linear probe = Int8Linear::Pack(torch::ones({1, 1}), torch::Tensor());
+    return 0.20 * 255.0 / probe.activation_levels();
+  }();
+  return tolerance;
+}
 
 class Int8GoldenTest : public ::testing::TestWithParam<std::string> {};
 
@@ -274,14 +288,14 @@ TEST_P(Int8GoldenTest, KeepsArgmaxAndLogitsNearFp32) {
       double diff = 0;
       for (size_t i = 0; i < g.size(); ++i) diff = std::max(diff, std::fabs(static_cast<double>(g[i]) - f[i]));
       worst = std::max(worst, diff / scale);
-      EXPECT_LE(diff, kInt8LogitTolerance * scale) << what << " " << name << ": max |int8 - fp32| " << diff;
+      EXPECT_LE(diff, Int8LogitTolerance() * scale) << what << " " << name << ": max |int8 - fp32| " << diff;
       if (g.size() < 2) return;  // a reranker's single score: no argmax
       ++argmax_checked;
       EXPECT_EQ(Argmax(f), Argmax(hf)) << what << " " << name << ": fp32 disagrees with Hugging Face";
       // An argmax may only move where fp32's top two are closer than the
       // int8 error allowed above (none of the classification goldens are).
       if (Argmax(g) != Argmax(f)) {
-        EXPECT_LT(TopMargin(f), 2 * kInt8LogitTolerance * scale)
+        EXPECT_LT(TopMargin(f), 2 * Int8LogitTolerance() * scale)
             << what << " " << name << ": int8 argmax " << Argmax(g) << ", fp32 " << Argmax(f)
             << " with fp32 margin " << TopMargin(f);
         ::testing::Test::RecordProperty(what + " " + name + " argmax moved (near tie)", TopMargin(f));
@@ -343,9 +357,9 @@ TEST_P(Int8GoldenTest, PaddedBatchKeepsArgmaxAndTolerance) {
     double diff = 0;
     for (size_t i = 0; i < want.size(); ++i) diff = std::max(diff, std::fabs(static_cast<double>(got[i]) - want[i]));
     worst = std::max(worst, diff / scale);
-    EXPECT_LE(diff, kInt8LogitTolerance * scale) << what;
+    EXPECT_LE(diff, Int8LogitTolerance() * scale) << what;
     if (argmax && want.size() > 1 && Argmax(got) != Argmax(want)) {
-      EXPECT_LT(TopMargin(want), 2 * kInt8LogitTolerance * scale) << what << ": argmax moved";
+      EXPECT_LT(TopMargin(want), 2 * Int8LogitTolerance() * scale) << what << ": argmax moved";
     }
   };
   for (int64_t r = 0; r < batch.batch_size; ++r) {

@@ -13,6 +13,7 @@
 #include "model/checkpoint/safetensors.h"
 #include "model/deberta/model.h"
 #include "model/tokenizer/tokenizer.h"
+#include "model/util/cpu_info.h"
 #include "tests/model/train/train_test_util.h"
 
 namespace dserve::testing {
@@ -647,9 +648,15 @@ TEST(TrainRecipes, GradientCheckpointingTrainsTheSame) {
     // generator state not replayed) is off by 1e-4 to 6.7e-4 from step 1 on
     // (measured), so the fp32 cases catch it by 10x and the bf16 one at most
     // steps.
+    // On a CPU with no native bf16 (no avx512_bf16: LibTorch's bf16 matmuls
+    // take its reference kernels, not oneDNN's) even the first step's
+    // forward is not bit-stable between the two runs: 2.0e-5 relative on an
+    // AMD EPYC Zen 3 (AVX2 only). There the bf16 case gets 2e-4 from step 0;
+    // the fp32 cases still catch the redrawn masks by 10x.
     const bool bf16 = c.extra.size() > 2;
+    const bool native_bf16 = CpuHasFlag("avx512_bf16");
     for (size_t i = 0; i < plain.size(); ++i) {
-      const double tolerance = (bf16 && i > 0 ? 2e-4 : 1e-5) * std::max(1.0, plain[i]);
+      const double tolerance = (bf16 && (i > 0 || !native_bf16) ? 2e-4 : 1e-5) * std::max(1.0, plain[i]);
       EXPECT_NEAR(ckpt[i], plain[i], tolerance) << i;
     }
     EXPECT_NE(plain.front(), plain.back());  // it trained
