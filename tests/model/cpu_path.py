@@ -31,6 +31,14 @@ def bf16_matmul_path(flags=None):
     return "scalar"
 
 
+def int8_activation_levels(flags=None):
+    """Int8Linear's activation levels (cpu_kernels.cc): 255 where the CPU has
+    an int8 dot product (avx512_vnni or avx_vnni), else 127 (7 bits, so that
+    u8 x s8 pair sums cannot saturate int16 in the AVX2 kernels)."""
+    flags = _cpuinfo()[1] if flags is None else flags
+    return 255 if {"avx512_vnni", "avx_vnni"} & flags else 127
+
+
 def note():
     """'cpu MODEL, flags a,b,..., bf16 matmul path P' (cpu_info.h CpuPathNote)."""
     model, flags = _cpuinfo()

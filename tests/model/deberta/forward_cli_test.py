@@ -107,7 +107,9 @@ class ForwardCli(unittest.TestCase):
     def test_int8_keeps_argmax(self):
         """--dtype int8 (dense layers quantized) through the CLI, padded batches of 4: every classification argmax
         of both families' classify goldens equals Hugging Face's, and the logits differ from fp32 (the int8
-        path ran) by less than 0.2 of the largest logit (int8_test.cc explains that tolerance)."""
+        path ran) by less than 0.2 x 255 / activation levels of the largest logit (0.2 with 8-bit activations,
+        0.4 with the 7-bit ones of a CPU with no int8 dot product; int8_test.cc explains that tolerance)."""
+        tolerance = 0.2 * 255 / cpu_path.int8_activation_levels()
         for name in ("cls_factorized", "albert/albert_cls", "deberta_v1/cls_mnli"):
             golden = read_golden(name)
             lines = [{k: c[k] for k in ("input_ids", "token_type_ids") if k in c} for c in golden["cases"]]
@@ -121,7 +123,7 @@ class ForwardCli(unittest.TestCase):
                 self.assertEqual(got.index(max(got)), want.index(max(want)), f"{name} {case['desc']}: {got} vs {want}")
                 diff = max_abs_diff(got, want)
                 worst = max(worst, diff)
-                self.assertLessEqual(diff, 0.2 * max(1.0, max(abs(x) for x in want)), f"{name} {case['desc']}")
+                self.assertLessEqual(diff, tolerance * max(1.0, max(abs(x) for x in want)), f"{name} {case['desc']}")
             self.assertGreater(worst, 0.0, f"{name}: int8 logits equal fp32's exactly: the int8 path did not run")
 
     def test_bad_lines_name_the_line(self):
