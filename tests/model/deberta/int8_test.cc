@@ -247,8 +247,8 @@ double MaxAbs(const std::vector<float>& v) {
 //
 // On a CPU with no int8 dot product (no avx512_vnni / avx_vnni, e.g. an AMD
 // EPYC Zen 3 with AVX2 only) Int8Linear quantizes activations to 7 bits
-// (127 levels, so that u8 x s8 pair sums cannot saturate int16 in fbgemm's
-// AVX2 kernel): the activation step doubles and so does the error. Measured
+// (127 levels, so that u8 x s8 pair sums cannot saturate int16 in the
+// AVX2 int8 kernels; oneDNN's ran here): the step doubles, and so does the error. Measured
 // there: 0.288 on cls_factorized (argmax kept on all 8). The tolerance
 // scales with the step: 0.2 x 255 / levels.
 double Int8LogitTolerance() {
