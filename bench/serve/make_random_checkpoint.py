@@ -33,6 +33,13 @@ def tensors(cfg):
         "classifier.weight": [n_labels, h],
         "classifier.bias": [n_labels],
     }
+    # The embeddings HF's DebertaV2Embeddings creates beside the word ones
+    # (the committed demo classify model has type_vocab_size 2; a loader that
+    # finds the config asking for them but no tensor refuses the checkpoint).
+    if cfg.get("type_vocab_size", 0) > 0:
+        out["deberta.embeddings.token_type_embeddings.weight"] = [cfg["type_vocab_size"], h]
+    if cfg.get("position_biased_input", True):
+        out["deberta.embeddings.position_embeddings.weight"] = [cfg["max_position_embeddings"], h]
     for layer in range(cfg["num_hidden_layers"]):
         p = f"deberta.encoder.layer.{layer}."
         for proj in ("query_proj", "key_proj", "value_proj"):
@@ -71,6 +78,7 @@ def main():
     ap.add_argument("--intermediate", type=int, default=1536)
     args = ap.parse_args()
     cfg = json.load(open(os.path.join(args.src, "config.json")))
+    cfg.pop("dserve", None)  # the source model's recorded metrics do not describe random weights
     cfg.update(hidden_size=args.hidden, num_hidden_layers=args.layers, num_attention_heads=args.heads,
                intermediate_size=args.intermediate, embedding_size=args.hidden,
                pooler_hidden_size=args.hidden)
