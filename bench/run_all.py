@@ -152,6 +152,19 @@ ORT_MAX_DIFF = 1e-4
 # state (measured: 2.3% on random v3-base weights, 9% on the tiny cls_factorized golden, whose N(0, 0.2^2)
 # weights quantize worse; a wrong rewrite, e.g. scales on the wrong axis, gives ~100%).
 ORT_INT8_MAX_REL = 0.25
+
+
+def cpu_has_int8_dot():
+    """Whether this CPU has an int8 dot product (avx512_vnni or avx_vnni: the rule of cpu_kernels.cc's
+    CpuHasInt8Dot). Without one, MLAS's u8 x s8 kernels add product pairs in saturating int16, and ORT's
+    quantizer is run with reduce_range (7-bit weights) as ORT advises: on the tiny golden at 1x128, on an
+    AVX2-only EPYC, full-range weights put ORT's last hidden state 0.308 (relative L2) from its fp32 graph's,
+    7-bit ones 0.136."""
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                return bool({"avx512_vnni", "avx_vnni"} & set(line.split(":", 1)[1].split()))
+    return False
 # The harness's definitions (issue 27), stated in every report.
 DEFINITIONS = ("warm-ups: every engine process (dserve, eager, ORT) runs W untimed forwards before its timed ones "
                "(ORT's output check is the first of its W); median: the middle value, the mean of the two middle "
@@ -422,7 +435,9 @@ class Harness:
                 model_arg = ["--shape", "v3-base" if family == "v3" else "deberta-base"]
             r = self.last_json(self.run([PY, os.path.join(ONNX_DIR, "export_onnx.py"), "--batch", str(batch),
                                          "--length", str(length), "--cache-root", self.ort_cache_root(), *model_arg,
-                                         *(["--int8"] if want_int8 and family == "v3" else [])],
+                                         *(["--int8"] if want_int8 and family == "v3" else []),
+                                         *(["--int8-reduce-range"] if want_int8 and family == "v3"
+                                           and not cpu_has_int8_dot() else [])],
                                         "onnx_export", timeout=1800))
             log(f"onnx export {family} {batch}x{length}: {'reused ' if r['reused'] else ''}{r['dir']} "
                 f"({r['onnx_bytes'] / 2**20:.0f} MiB, opset {r['opset']}, {r['shapes']} shapes"
@@ -1458,7 +1473,9 @@ class Harness:
                     f"ORT: onnxruntime-node {IO['version']} CPU EP, graph optimisation {IO['graph_optimization']}, "
                     f"{IO['threads']} intra-op threads, the row-11 export rewritten by bench/onnx/quantize_onnx.py "
                     f"(python3-onnx {q.get('onnx_version', '?')}: {q.get('matmuls_quantized', '?')} MatMuls, "
-                    f"{q.get('format', '?')}; weights {q.get('weights', '?')}; activations "
+                    f"{q.get('format', '?')}; weights {q.get('weights', '?')}"
+                    f"{': 7 bits because this CPU has no VNNI, as ORT advises' if q.get('reduce_range') else ''}"
+                    f"; activations "
                     f"{q.get('activations', '?')}), checked against ORT's fp32 graph on the timed inputs: argmax "
                     f"{IO['argmax_agree']}/{IO['sequences']} kept, max |int8 - fp32| logit "
                     f"{IO['max_abs_diff_logits_vs_fp32']:.3g}, last hidden state relative L2 "

@@ -27,7 +27,7 @@ it already holds a complete export; --force re-exports):
 Prints one JSON object: {"dir", "model", "check", "reused", "export_s", ...}.
 
 usage: export_onnx.py --batch 8 --length 128 --out-dir DIR [--shape v3-base|deberta-base | --model CKPT]
-                     [--int8] [--seed 0] [--opset 17] [--force]
+                     [--int8 [--int8-reduce-range]] [--seed 0] [--opset 17] [--force]
        export_onnx.py ... --cache-root ROOT   (OUT_DIR = ROOT/<shape>-<hash of the sources>; an export of
                                              the same shape under another hash is deleted)
 """
@@ -79,7 +79,7 @@ def cache_key(a):
     return f"{what}-{a.batch}x{a.length}-s{a.seed}-{h.hexdigest()[:12]}"
 
 
-def quantize(src, dst):
+def quantize(src, dst, reduce_range=False):
     """model.int8.onnx beside model.onnx (made once; a summary of what was quantized). Debian's python3-onnx
     (bench/onnx/quantize_onnx.py); torch.onnx.export itself needs no onnx package."""
     with open(os.path.join(HERE, "quantize_onnx.py"), "rb") as f:
@@ -87,14 +87,14 @@ def quantize(src, dst):
     if os.path.isfile(dst) and os.path.getmtime(dst) >= os.path.getmtime(src) and os.path.isfile(dst + ".json"):
         with open(dst + ".json") as f:
             info = json.load(f)
-        if info.get("quantizer_sha") == sha:
+        if info.get("quantizer_sha") == sha and info.get("reduce_range", False) == reduce_range:
             return info
     sys.path.insert(0, HERE)
     try:
         import quantize_onnx  # noqa: E402 - needs the onnx package only here
     except ImportError as e:  # the fp32 rows must not depend on it
         return {"error": f"no int8 graph: {e} (Debian python3-onnx; bench/onnx/setup.sh installs it)"}
-    info = quantize_onnx.quantize_file(src, dst)
+    info = quantize_onnx.quantize_file(src, dst, reduce_range=reduce_range)
     info["quantizer_sha"] = sha
     with open(dst + ".json.tmp", "w") as f:
         json.dump(info, f)
@@ -110,6 +110,8 @@ def main(argv=None):
     ap.add_argument("--shape", choices=sorted(SHAPES), default="v3-base", help="random-weight shape (no --model)")
     ap.add_argument("--int8", action="store_true",
                     help="also write model.int8.onnx (bench/onnx/quantize_onnx.py: dynamic int8, per-channel weights)")
+    ap.add_argument("--int8-reduce-range", action="store_true",
+                    help="with --int8: weights in 7 bits (ORT's reduce_range, for CPUs without VNNI)")
     ap.add_argument("--seed", type=int, default=0, help="init_random seed (the eager rows use 0)")
     ap.add_argument("--opset", type=int, default=17)
     g = ap.add_mutually_exclusive_group(required=True)
@@ -124,7 +126,7 @@ def main(argv=None):
         with open(paths["check.json"]) as f:
             meta = json.load(f)
         if a.int8:
-            q = quantize(paths["model.onnx"], int8_path)
+            q = quantize(paths["model.onnx"], int8_path, a.int8_reduce_range)
             meta["int8" if "error" not in q else "int8_error"] = q.get("error", q)
         meta.update(reused=True, dir=out_dir)
         meta.pop("input_ids", None)
@@ -181,7 +183,7 @@ def main(argv=None):
         json.dump(dict(meta, input_ids=ids.tolist(), attention_mask=mask.tolist(), logits=logits.tolist()), f)
     os.replace(tmp, paths["check.json"])
     if a.int8:
-        q = quantize(paths["model.onnx"], int8_path)
+        q = quantize(paths["model.onnx"], int8_path, a.int8_reduce_range)
         meta["int8" if "error" not in q else "int8_error"] = q.get("error", q)
     meta.update(reused=False, dir=out_dir)
     print(json.dumps(meta))

@@ -27,7 +27,11 @@ and classifier, which quantize_dynamic leaves in float) stay fp32; so do the
 embedding tables (quantize_dynamic would also quantize a Gather's table: it
 is a lookup, not a GEMM, and dserve keeps its tables in float too).
 
-usage: quantize_onnx.py IN.onnx OUT.onnx [--fused]
+With --reduce-range the weights use 7 bits ([-64, 64], scale max |W| / 64),
+as quantize_dynamic(reduce_range=True) writes them: ORT's advice for CPUs
+with no VNNI (bench/run_all.sh passes it there).
+
+usage: quantize_onnx.py IN.onnx OUT.onnx [--fused] [--reduce-range]
 Prints one JSON object: {"matmuls_quantized", "matmuls_left", "format", ...}.
 """
 import argparse
@@ -51,15 +55,23 @@ def constant_tensors(graph):
     return const
 
 
-def quantize_weight(w):
+def weight_qmax(reduce_range):
+    """The largest |W_q|: 127, or 64 with reduce_range (ORT's quantizer: int8 weights in [-64, 64], 7 bits, its
+    advice for CPUs with no VNNI, where MLAS's u8 x s8 AVX2 kernels add pairs of products in saturating int16:
+    255 * 127 * 2 overflows 32767, 255 * 64 * 2 does not)."""
+    return 64 if reduce_range else 127
+
+
+def quantize_weight(w, reduce_range=False):
     """Symmetric int8 per output column of a [K, N] weight: (int8 [K, N], float scale [N])."""
+    qmax = weight_qmax(reduce_range)
     absmax = np.abs(w).max(axis=0).astype(np.float32)
-    scale = np.where(absmax > 0, absmax / 127.0, 1.0).astype(np.float32)
-    q = np.clip(np.rint(w / scale), -127, 127).astype(np.int8)
+    scale = np.where(absmax > 0, absmax / float(qmax), 1.0).astype(np.float32)
+    q = np.clip(np.rint(w / scale), -qmax, qmax).astype(np.int8)
     return q, scale
 
 
-def quantize_model(model, fused=False):
+def quantize_model(model, fused=False, reduce_range=False):
     g = model.graph
     inits = {t.name: t for t in g.initializer}
     const = constant_tensors(g)
@@ -80,7 +92,7 @@ def quantize_model(model, fused=False):
             new_nodes.append(node)
             continue
         a, out, base = node.input[0], node.output[0], node.name or node.output[0]
-        wq, scale = quantize_weight(numpy_helper.to_array(w))
+        wq, scale = quantize_weight(numpy_helper.to_array(w), reduce_range)
         names = {k: f"{w.name}_{k}" for k in ("quantized", "scale", "zero_point")}
         new_inits += [numpy_helper.from_array(wq, names["quantized"]),
                       numpy_helper.from_array(scale, names["scale"]),
@@ -126,12 +138,14 @@ def quantize_model(model, fused=False):
     return {"matmuls_quantized": n_q, "matmuls_left": left, "activations_quantized": len(dq),
             "format": "DynamicQuantizeMatMul (com.microsoft)" if fused else
             "QOperator: DynamicQuantizeLinear + MatMulInteger + Cast + scale Mul (bias Add in float)",
-            "weights": "int8 symmetric per output channel, zero points 0", "activations": "uint8 asymmetric, per tensor"}
+            "weights": f"int8 symmetric per output channel, zero points 0, values in [-{weight_qmax(reduce_range)}, "
+                       f"{weight_qmax(reduce_range)}]" + (" (reduce_range)" if reduce_range else ""),
+            "reduce_range": reduce_range, "activations": "uint8 asymmetric, per tensor"}
 
 
-def quantize_file(src, dst, fused=False):
+def quantize_file(src, dst, fused=False, reduce_range=False):
     model = onnx.load(src)
-    info = quantize_model(model, fused)
+    info = quantize_model(model, fused, reduce_range)
     if not fused:
         onnx.checker.check_model(model)
     onnx.save(model, dst)
@@ -144,8 +158,10 @@ def main(argv=None):
     ap.add_argument("src")
     ap.add_argument("dst")
     ap.add_argument("--fused", action="store_true", help="com.microsoft DynamicQuantizeMatMul per MatMul")
+    ap.add_argument("--reduce-range", action="store_true",
+                    help="weights in 7 bits ([-64, 64]), as ORT's quantize_dynamic(reduce_range=True) for CPUs without VNNI")
     a = ap.parse_args(argv)
-    print(json.dumps(quantize_file(a.src, a.dst, a.fused)))
+    print(json.dumps(quantize_file(a.src, a.dst, a.fused, a.reduce_range)))
     return 0
 
 

@@ -39,9 +39,12 @@ class PackedDense {
     bool residual = false;
   };
 
-  // Whether oneDNN (built in) has a non-reference matmul for `type` on this
-  // CPU (probed once per type): bf16 needs AVX-512 (avx512_core; natively
-  // avx512_bf16 or AMX).
+  // Whether oneDNN (built in) has a matmul for `type` on this CPU that is
+  // neither a reference kernel nor its plain gemm (probed once per type):
+  // brgemm, which needs AVX-512 (avx512_core; bf16 natively avx512_bf16 or
+  // AMX). On an AVX2-only CPU fp32 is then not packed: oneDNN 2.6 offers only
+  // its gemm there, slower through the matmul primitive than LibTorch's path
+  // (dense_onednn.cc, PacksWeights).
   static bool Available(DenseType type);
 
   // weight row-major [out, in] in spec.type, bias [out] float32 or null

@@ -40,7 +40,8 @@ class PackedLinear {
   static PackedLinear Pack(const torch::Tensor& weight, const torch::Tensor& bias,
                            DenseActivation activation = DenseActivation::kNone, bool residual = false);
   // Whether Pack can take a weight of this dtype on this device here
-  // (oneDNN built in, and for bf16 a CPU with AVX-512).
+  // (oneDNN built in with a brgemm matmul for it: a CPU with AVX-512;
+  // PackedDense::Available).
   static bool Supports(const torch::Tensor& weight);
 
   bool defined() const { return dense_ != nullptr; }
