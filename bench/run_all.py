@@ -165,6 +165,8 @@ def cpu_has_int8_dot():
             if line.startswith("flags"):
                 return bool({"avx512_vnni", "avx_vnni"} & set(line.split(":", 1)[1].split()))
     return False
+
+
 # The harness's definitions (issue 27), stated in every report.
 DEFINITIONS = ("warm-ups: every engine process (dserve, eager, ORT) runs W untimed forwards before its timed ones "
                "(ORT's output check is the first of its W); median: the middle value, the mean of the two middle "
