@@ -193,6 +193,17 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, PackedLinearTest, ::testing::Values(torch::kFlo
                            return std::string(info.param == torch::kFloat ? "fp32" : "bf16");
                          });
 
+// fp32 is packed only where oneDNN has a brgemm matmul (AVX-512): on an
+// AVX2-only CPU its matmul is the plain gemm, slower through the primitive
+// than the unpacked path (dense_onednn.cc, PacksWeights), so the encoders
+// must not take it there.
+TEST(PackedLinear, Fp32PackedOnlyWithBrgemm) {
+  const bool fp32 = PackedLinear::Supports(torch::empty({1, 1}));
+  std::cout << "oneDNN isa " << OneDnnIsa() << ": fp32 dense layers " << (fp32 ? "pre-packed" : "unpacked") << "\n";
+  if (OneDnnIsa().rfind("avx512_core", 0) == 0) EXPECT_TRUE(fp32);
+  if (OneDnnIsa().rfind("avx2", 0) == 0) EXPECT_FALSE(fp32);
+}
+
 TEST(PackedLinear, ActivationNames) {
   EXPECT_EQ(DenseActivationByName("gelu"), DenseActivation::kGeluErf);
   EXPECT_EQ(DenseActivationByName("gelu_new"), DenseActivation::kGeluTanh);
