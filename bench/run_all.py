@@ -155,16 +155,14 @@ ORT_INT8_MAX_REL = 0.25
 
 
 def cpu_has_int8_dot():
-    """Whether this CPU has an int8 dot product (avx512_vnni or avx_vnni: the rule of cpu_kernels.cc's
-    CpuHasInt8Dot). Without one, MLAS's u8 x s8 kernels add product pairs in saturating int16, and ORT's
-    quantizer is run with reduce_range (7-bit weights) as ORT advises: on the tiny golden at 1x128, on an
-    AVX2-only EPYC, full-range weights put ORT's last hidden state 0.308 (relative L2) from its fp32 graph's,
-    7-bit ones 0.136."""
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("flags"):
-                return bool({"avx512_vnni", "avx_vnni"} & set(line.split(":", 1)[1].split()))
-    return False
+    """Whether this CPU has an int8 dot product: the rule of cpu_kernels.cc's CpuHasInt8Dot, which
+    tests/model/cpu_path.py holds for Python (our Int8Linear uses 255 activation levels exactly there). Without
+    one, MLAS's u8 x s8 kernels add product pairs in saturating int16, and ORT's quantizer is run with
+    reduce_range (7-bit weights) as ORT advises: on the tiny golden at 1x128, on an AVX2-only EPYC, full-range
+    weights put ORT's last hidden state 0.308 (relative L2) from its fp32 graph's, 7-bit ones 0.136."""
+    sys.path.insert(0, os.path.join(REPO, "tests", "model"))
+    import cpu_path  # noqa: E402 - the one Python copy of the rule
+    return cpu_path.int8_activation_levels() == 255
 
 
 # The harness's definitions (issue 27), stated in every report.
