@@ -433,11 +433,12 @@ class Harness:
                 model_arg = ["--model", self.enc_shape()[1] if family == "v3" else self.v1_shape()[1]]
             else:
                 model_arg = ["--shape", "v3-base" if family == "v3" else "deberta-base"]
+            int8_args = []
+            if want_int8 and family == "v3":
+                int8_args = ["--int8"] + ([] if cpu_has_int8_dot() else ["--int8-reduce-range"])
             r = self.last_json(self.run([PY, os.path.join(ONNX_DIR, "export_onnx.py"), "--batch", str(batch),
                                          "--length", str(length), "--cache-root", self.ort_cache_root(), *model_arg,
-                                         *(["--int8"] if want_int8 and family == "v3" else []),
-                                         *(["--int8-reduce-range"] if want_int8 and family == "v3"
-                                           and not cpu_has_int8_dot() else [])],
+                                         *int8_args],
                                         "onnx_export", timeout=1800))
             log(f"onnx export {family} {batch}x{length}: {'reused ' if r['reused'] else ''}{r['dir']} "
                 f"({r['onnx_bytes'] / 2**20:.0f} MiB, opset {r['opset']}, {r['shapes']} shapes"

@@ -30,8 +30,11 @@ import json
 import os
 import random
 import re
+import sys
 
-MARK_RE = re.compile(r"\[\[([a-z0-9]+)\|([^\]]+)\]\]")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from generate_demo_data import parse_paragraph  # noqa: E402 - the demo's own [[key|text]] reader
+
 SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"(])")
 STOPWORDS = set("""the and for with that this from your what when which does will into have been there their
 about after before until while also than then them they more most must should would could much many some such
@@ -46,18 +49,10 @@ def load_manuals(path):
     for m in source:
         paras = []
         for p in m["paragraphs"]:
-            out, spans, length, pos = [], {}, 0, 0
-            for mark in MARK_RE.finditer(p["text"]):
-                out.append(p["text"][pos:mark.start()])
-                length += mark.start() - pos
-                spans[mark.group(1)] = length
-                out.append(mark.group(2))
-                length += len(mark.group(2))
-                pos = mark.end()
-            out.append(p["text"][pos:])
+            context, spans = parse_paragraph(p["text"])
             if sorted(spans) != sorted(p["qa"]):
                 raise ValueError(f"{m['slug']}: answer keys and questions differ")
-            paras.append(("".join(out), spans, p["qa"]))
+            paras.append((context, {key: start for key, (start, _) in spans.items()}, p["qa"]))
         manuals.append(paras)
     return manuals
 
