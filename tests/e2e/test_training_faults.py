@@ -107,22 +107,31 @@ class SigkillTest(unittest.TestCase):
         rng = random.Random(int(os.environ.get("DSERVE_TEST_SEED", time.time())))
         kills, mid_save = [], 0
         # Each run is killed once it has saved a step beyond the last kill's:
-        # alternately the moment its next save is under way, and after a
-        # random delay (in a step, in a save, anywhere).
+        # alternately the moment its next save is under way (polled without
+        # sleeping: on a fast machine a save lasts well under a millisecond),
+        # and at a random moment of the next step and its save (in a step, in
+        # a save, anywhere), the delay drawn from that run's own step time so
+        # that the run neither finishes first on a fast machine nor always
+        # dies early on a slow one.
+        def wait_for_save_beyond(step, deadline):
+            while proc.poll() is None and time.monotonic() < deadline and saved_step(out) <= step:
+                time.sleep(0.0005)
+            return saved_step(out)
+
         for attempt in range(5):
             resumed_from = saved_step(out)
             proc = subprocess.Popen(self.command(out, resume=attempt > 0), stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL)
             deadline = time.monotonic() + 60
-            while proc.poll() is None and time.monotonic() < deadline and saved_step(out) <= resumed_from:
-                time.sleep(0.002)
+            step = wait_for_save_beyond(resumed_from, deadline)
             saving = False
             if attempt % 2 == 0:
                 while proc.poll() is None and time.monotonic() < deadline and not saving:
                     saving = saving_now(out)
-                    time.sleep(0.001)
             else:
-                time.sleep(rng.uniform(0, 0.4))
+                start = time.monotonic()
+                wait_for_save_beyond(step, deadline)
+                time.sleep(rng.uniform(0, time.monotonic() - start))
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
             if proc.returncode != -signal.SIGKILL:
