@@ -246,8 +246,9 @@ torch::Tensor AlbertEncoder::Layer(const AlbertLayerWeights& w, const Fused* fus
   torch::Tensor context;
   // DeBERTa's attention tile with no position terms is ALBERT's attention
   // (a masked key's exp(lowest - max) is 0 in both). As in DebertaEncoder,
-  // bf16 with several threads keeps the torch ops (measured slower there).
-  const bool bf16_threads = projected_qkv.scalar_type() == torch::kBFloat16 && at::get_num_threads() > 1;
+  // bf16 keeps the torch ops where the tile measured slower (FusedBf16AttentionPays).
+  const bool bf16_threads =
+      projected_qkv.scalar_type() == torch::kBFloat16 && !FusedBf16AttentionPays(at::get_num_threads());
   if (fused != nullptr && attention_kernel_ && dropout.attention == 0 && key_mask.defined() && !bf16_threads &&
       FusedAttentionApplies(projected_qkv)) {
     FusedAttentionInput in;

@@ -2,6 +2,7 @@
 
 #include "model/deberta/dense_onednn.h"
 #include "model/deberta/packed_linear.h"
+#include "model/deberta/tile_gemm.h"
 
 #include <algorithm>
 #include <atomic>
@@ -11,6 +12,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <immintrin.h>
@@ -601,9 +603,60 @@ struct Scratch {
   std::vector<float> scores, c2p, p2c, out;
   std::vector<int32_t> p2c_lo;
   std::vector<uint16_t> probs;
+  // The packed micro-kernels' operands (tile_gemm.h): K^T and V of the
+  // current (sequence, head), in T's element type.
+  std::vector<float> kpack_f32, vpack_f32;
+  std::vector<uint16_t> kpack_bf16, vpack_bf16;
 };
 
 #ifdef DSERVE_HAVE_DNNL
+// Element type of the packed panels, and the packing / product calls for it.
+template <typename T>
+struct Packed;
+template <>
+struct Packed<float> {
+  using E = float;
+  static int64_t Stride(int64_t k) { return tile::PanelStrideF32(k); }
+  static void Rows(const float* s, int64_t ld, int64_t n, int64_t k, E* d) { tile::PackRowsF32(s, ld, n, k, d); }
+  static void Cols(const float* s, int64_t ld, int64_t k, int64_t n, E* d) { tile::PackColsF32(s, ld, k, n, d); }
+  static void Gemm(int64_t m, int64_t n, int64_t k, const E* a, int64_t lda, const E* b, float* c, int64_t ldc) {
+    tile::GemmF32(m, n, k, a, lda, b, c, ldc);
+  }
+  static std::vector<E>& K(Scratch& s) { return s.kpack_f32; }
+  static std::vector<E>& V(Scratch& s) { return s.vpack_f32; }
+};
+template <>
+struct Packed<c10::BFloat16> {
+  using E = uint16_t;
+  static const E* Raw(const c10::BFloat16* p) { return reinterpret_cast<const E*>(p); }
+  static int64_t Stride(int64_t k) { return tile::PanelStrideBf16(k); }
+  static void Rows(const c10::BFloat16* s, int64_t ld, int64_t n, int64_t k, E* d) {
+    tile::PackRowsBf16(Raw(s), ld, n, k, d);
+  }
+  static void Cols(const c10::BFloat16* s, int64_t ld, int64_t k, int64_t n, E* d) {
+    tile::PackColsBf16(Raw(s), ld, k, n, d);
+  }
+  static void Gemm(int64_t m, int64_t n, int64_t k, const E* a, int64_t lda, const E* b, float* c, int64_t ldc) {
+    tile::GemmBf16(m, n, k, a, lda, b, c, ldc);
+  }
+  static std::vector<E>& K(Scratch& s) { return s.kpack_bf16; }
+  static std::vector<E>& V(Scratch& s) { return s.vpack_bf16; }
+};
+
+// The packed micro-kernels run when the row kernels are the AVX-512 ones
+// (so SetCpuKernelIsa("avx2") also tests the oneDNN path on an AVX-512
+// machine) and the CPU has them; bf16 needs AVX512-BF16 and an even head
+// size (k pairs). Otherwise every product goes through oneDNN's GEMM.
+template <typename T>
+bool UseTileMicroKernels(int64_t head_size) {
+  if (std::strcmp(RowKernelsForCpu().isa, "avx512") != 0) return false;
+  if constexpr (std::is_same<T, float>::value) {
+    return tile::HaveF32();
+  } else {
+    return tile::HaveBf16() && head_size % 2 == 0;
+  }
+}
+
 // rev[m] (m = j - i + L - 1, 2L - 1 entries): the table row (minus min_row)
 // of query i against key j, non-increasing in m; query i's keys read
 // rev + L - 1 - i, contiguous.
@@ -618,27 +671,61 @@ void RunTiles(const FusedAttentionInput& in, const std::vector<int32_t>& rev, to
   const uint8_t* keys = in.key_mask.data_ptr<uint8_t>();
   T* out = context.data_ptr<T>();
   constexpr bool kFloat = std::is_same<T, float>::value;
+  using P = Packed<T>;
+  using E = typename P::E;
   const RowKernels& kern = RowKernelsForCpu();
+  const bool micro = UseTileMicroKernels<T>(d);
+  // bf16 P x V: k pairs, so the probabilities' rows are padded to even.
+  const int64_t probs_ld = kFloat || !micro ? L : (L + 1) / 2 * 2;
   // A block of queries or keys reads at most L + kBlock - 1 distinct rows.
   const int64_t key_blocks = (L + kBlock - 1) / kBlock, band = std::min<int64_t>(L + kBlock - 1, in.rows);
+  // The c2p table packed once per head for all sequences (micro path): its
+  // bands then start at a panel boundary, up to 15 columns before `lo`.
+  const int64_t pk_stride = micro && pos_key ? tile::Panels(in.rows) * P::Stride(d) : 0;
+  std::vector<E> pk_packed(static_cast<size_t>(pk_stride * h));
+  if (pk_stride > 0) {
+    at::parallel_for(0, h, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t head = begin; head < end; ++head)
+        P::Rows(pos_key + (head * table_rows + in.min_row) * d, d, in.rows, d, pk_packed.data() + head * pk_stride);
+    });
+  }
 
   at::parallel_for(0, B * h, 1, [&](int64_t begin, int64_t end) {
     thread_local Scratch s;
     s.scores.resize(kBlock * L);
-    if (pos_key) s.c2p.resize(kBlock * band);
+    if (pos_key) s.c2p.resize(kBlock * (band + tile::kPanel));
     if (pos_query) {
       s.p2c.resize(key_blocks * band * kBlock);
       s.p2c_lo.resize(key_blocks);
     }
     if (!kFloat) {
-      s.probs.resize(kBlock * L);
+      s.probs.resize(kBlock * probs_ld);
       s.out.resize(kBlock * d);
+    }
+    std::vector<E>& kpack = P::K(s);
+    std::vector<E>& vpack = P::V(s);
+    if (micro) {
+      kpack.resize(tile::Panels(L) * P::Stride(d));
+      vpack.resize(tile::Panels(d) * P::Stride(L));
     }
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / h, head = task % h;
       const T* q = qkv + b * L * ld + head * d;
       const T* k = q + A;
       const T* v = q + 2 * A;
+      if (micro) {
+        P::Rows(k, ld, L, d, kpack.data());
+        P::Cols(v, ld, L, d, vpack.data());
+      }
+      // C[m, n] = Q-like rows [m, d] x K^T for keys j0 .. j0 + n (j0 a multiple of 16).
+      auto times_keys = [&](int64_t m, const T* a, int64_t lda, int64_t j0, int64_t n, float* c, int64_t ldc) {
+        if (micro) {
+          P::Gemm(m, n, d, reinterpret_cast<const E*>(a), lda, kpack.data() + j0 / tile::kPanel * P::Stride(d), c,
+                  ldc);
+        } else {
+          Gemm('N', 'T', m, n, d, a, lda, k + j0 * ld, ld, c, ldc);
+        }
+      };
       if (pos_query) {
         // p2c[i, j] = K_j . P_q[row(i, j)]: per block of keys, the band of
         // table rows its keys read, [rows, kBlock] (transposed: a query row
@@ -647,25 +734,33 @@ void RunTiles(const FusedAttentionInput& in, const std::vector<int32_t>& rev, to
           const int64_t j0 = kb * kBlock, nk = std::min(kBlock, L - j0);
           const int32_t lo = rev[j0 + nk + L - 2], hi = rev[j0];
           s.p2c_lo[kb] = lo;
-          Gemm('N', 'T', hi - lo + 1, nk, d, pos_query + (head * table_rows + in.min_row + lo) * d, d, k + j0 * ld,
-               ld, s.p2c.data() + kb * band * kBlock, kBlock);
+          times_keys(hi - lo + 1, pos_query + (head * table_rows + in.min_row + lo) * d, d, j0, nk,
+                     s.p2c.data() + kb * band * kBlock, kBlock);
         }
       }
       const uint8_t* valid = keys + b * L;
       for (int64_t i0 = 0; i0 < L; i0 += kBlock) {
         const int64_t nq = std::min(kBlock, L - i0);
         float* scores = s.scores.data();
-        Gemm('N', 'T', nq, L, d, q + i0 * ld, ld, k, ld, scores, L);
+        times_keys(nq, q + i0 * ld, ld, 0, L, scores, L);
         RelativeRow rel;
         rel.n = L;
-        int64_t c2p_rows = 0;
+        int64_t c2p_cols = 0;
         if (pos_key) {
           // c2p[i, j] = Q_i . P_k[row(i, j)], only the rows this block reads.
           const int32_t lo = rev[2 * L - 2 - i0], hi = rev[L - nq - i0];
-          c2p_rows = hi - lo + 1;
-          Gemm('N', 'T', nq, c2p_rows, d, q + i0 * ld, ld, pos_key + (head * table_rows + in.min_row + lo) * d, d,
-               s.c2p.data(), c2p_rows);
-          rel.c2p_lo = lo;
+          if (micro) {
+            const int64_t first = lo / tile::kPanel;
+            rel.c2p_lo = static_cast<int32_t>(first * tile::kPanel);
+            c2p_cols = hi - rel.c2p_lo + 1;
+            P::Gemm(nq, c2p_cols, d, reinterpret_cast<const E*>(q + i0 * ld), ld,
+                    pk_packed.data() + head * pk_stride + first * P::Stride(d), s.c2p.data(), c2p_cols);
+          } else {
+            rel.c2p_lo = lo;
+            c2p_cols = hi - lo + 1;
+            Gemm('N', 'T', nq, c2p_cols, d, q + i0 * ld, ld, pos_key + (head * table_rows + in.min_row + lo) * d, d,
+                 s.c2p.data(), c2p_cols);
+          }
         }
         if (pos_query) {
           rel.p2c = s.p2c.data();
@@ -677,17 +772,29 @@ void RunTiles(const FusedAttentionInput& in, const std::vector<int32_t>& rev, to
           if (pos_key || pos_query) {
             rel.row = row;
             rel.idx = rev.data() + (L - 1 - (i0 + ii));
-            if (pos_key) rel.c2p = s.c2p.data() + ii * c2p_rows;
+            if (pos_key) rel.c2p = s.c2p.data() + ii * c2p_cols;
             kern.add_relative(rel);
           }
           kern.softmax(row, valid, L);
         }
         T* o = out + b * L * A + i0 * A + head * d;
         if constexpr (kFloat) {
-          Gemm('N', 'N', nq, d, L, scores, L, v, ld, o, A);
+          if (micro) {
+            P::Gemm(nq, d, L, scores, L, vpack.data(), o, A);
+          } else {
+            Gemm('N', 'N', nq, d, L, scores, L, v, ld, o, A);
+          }
         } else {
-          ToBf16(scores, nq * L, s.probs.data());
-          Gemm('N', 'N', nq, d, L, reinterpret_cast<const c10::BFloat16*>(s.probs.data()), L, v, ld, s.out.data(), d);
+          uint16_t* probs = s.probs.data();
+          for (int64_t ii = 0; ii < nq; ++ii) {
+            ToBf16(scores + ii * L, L, probs + ii * probs_ld);
+            if (probs_ld > L) probs[ii * probs_ld + L] = 0;  // the zero partner of the odd last key
+          }
+          if (micro) {
+            P::Gemm(nq, d, probs_ld, probs, probs_ld, vpack.data(), s.out.data(), d);
+          } else {
+            Gemm('N', 'N', nq, d, L, reinterpret_cast<const c10::BFloat16*>(probs), L, v, ld, s.out.data(), d);
+          }
           for (int64_t ii = 0; ii < nq; ++ii) ToBf16(s.out.data() + ii * d, d, reinterpret_cast<uint16_t*>(o + ii * A));
         }
       }
@@ -747,6 +854,19 @@ bool OneDnnBf16GemmAvailable() {
 #else
   return false;
 #endif
+}
+
+std::string FusedAttentionGemm(torch::ScalarType dtype) {
+#ifdef DSERVE_HAVE_DNNL
+  if (dtype == torch::kFloat) return UseTileMicroKernels<float>(2) ? "avx512 micro-kernel" : "onednn";
+  if (dtype == torch::kBFloat16 && OneDnnBf16GemmAvailable())
+    return UseTileMicroKernels<c10::BFloat16>(2) ? "avx512_bf16 micro-kernel" : "onednn";
+#endif
+  return "none";
+}
+
+bool FusedBf16AttentionPays(int threads) {
+  return threads <= 1 || FusedAttentionGemm(torch::kBFloat16) == "avx512_bf16 micro-kernel";
 }
 
 bool FusedAttentionApplies(const torch::Tensor& qkv) {

@@ -8,8 +8,10 @@
 // 255). The position terms are gathered through the Toeplitz index (one
 // int32 per i - j) with AVX-512 / AVX2 gathers, and softmax is vectorised
 // (branch-free exp, several partial sums), ISA chosen at run time,
-// with GEMMs called on strided views of the fused QKV projection (no
-// permute copies) through oneDNN's row-major GEMM (fp32 and bf16 -> fp32).
+// with GEMMs on the fused QKV projection (no permute copies): on AVX-512
+// our register-tiled micro-kernels over K, V and the position tables packed
+// once per (sequence, head) (tile_gemm.h; vdpbf16ps for bf16 with
+// AVX512-BF16), elsewhere oneDNN's row-major GEMM (fp32 and bf16 -> fp32).
 // Tiles are spread over torch's intra-op threads; each GEMM then runs
 // single-threaded, so the many small GEMMs of attention pay no per-call
 // threading cost (the batch-split bmm of this LibTorch build did: one
@@ -90,6 +92,19 @@ bool SetCpuKernelIsa(const std::string& isa);
 // True when FusedAttention can run: built with oneDNN, CPU tensor, float32
 // or bfloat16 (when OneDnnBf16GemmAvailable()), and autograd off.
 bool FusedAttentionApplies(const torch::Tensor& qkv);
+
+// The GEMMs FusedAttention runs for `dtype` (kFloat or kBFloat16) with this
+// CPU's row kernels: "avx512 micro-kernel" / "avx512_bf16 micro-kernel"
+// (model/deberta/tile_gemm.h, K and V packed once per sequence and head),
+// "onednn" (oneDNN's row-major GEMM per product), "none" (no fused path).
+std::string FusedAttentionGemm(torch::ScalarType dtype);
+
+// Whether the callers should use FusedAttention for bf16 with `threads`
+// intra-op threads: with our bf16 micro-kernel always; through oneDNN's
+// per-call bf16 GEMM only single-threaded (v3-base 8x128 at 2 threads it
+// measured 0.72 s per forward against 0.63 s for torch's ops; at 1 thread
+// the tile was faster, 1.14 vs 1.18 CPU s).
+bool FusedBf16AttentionPays(int threads);
 
 // The attention context [B, L, h * d] in qkv's dtype (before the output
 // projection). Softmax and score accumulation in float32 for both dtypes.

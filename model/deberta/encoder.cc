@@ -382,11 +382,9 @@ torch::Tensor DebertaEncoder::Attention(const LayerWeights& layer, const LayerCa
     // [B, L, 3*h*d], queries pre-scaled
     torch::Tensor fused = Linear(hidden, cache.qkv, options_.kernels.linear, int8 ? &int8->qkv : nullptr,
                                  masks.lengths, packed ? &packed->qkv : nullptr);
-    // bf16 with several intra-op threads: torch's path is faster (v3-base 8x128,
-    // 2 threads: 0.63 s per forward without the fused attention vs 0.72 s with
-    // it; at 1 thread the fused one is faster, 1.14 vs 1.18 CPU s), so the
-    // server's single-threaded workers keep it.
-    const bool bf16_threads = fused.scalar_type() == torch::kBFloat16 && at::get_num_threads() > 1;
+    // bf16 through oneDNN's GEMM with several threads: torch's ops are faster.
+    const bool bf16_threads =
+        fused.scalar_type() == torch::kBFloat16 && !FusedBf16AttentionPays(at::get_num_threads());
     const bool talking = layer.attention.head_logits.defined();
     if (options_.kernels.attention && dropout.attention == 0 && !bf16_threads && !talking &&
         FusedAttentionApplies(fused)) {

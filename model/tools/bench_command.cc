@@ -335,6 +335,8 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
                                         {"cpu", CpuModelName()},
                                         {"flags", CpuIsaFlags()}, {"bf16_matmul_path", Bf16MatmulPath()},
                                         {"fused_bf16_attention", OneDnnBf16GemmAvailable()},
+                                        {"attention_gemm_fp32", FusedAttentionGemm(torch::kFloat)},
+                                        {"attention_gemm_bf16", FusedAttentionGemm(torch::kBFloat16)},
                                         {"onednn_isa", OneDnnIsa()}}}};
   const int terms = config->relative_attention ? (config->has_c2p() ? 1 : 0) + (config->has_p2c() ? 1 : 0) : 0;
   const double flops = EncoderForwardFlops(o.batch_size, o.length, config->hidden_size, config->num_hidden_layers,
@@ -425,9 +427,11 @@ int RunEncoderBench(const EncoderBenchOptions& o, std::ostream& out, std::ostrea
   out << absl::StrFormat("encoder bench: shape %s, batch %d x %d tokens, device %s, %d threads, median of %d\n",
                          o.shape, o.batch_size, o.length, device->str(), threads, o.repeats);
   out << absl::StrFormat(
-      "machine: nproc %d, cpu %s, flags %s, bf16 matmul path %s, oneDNN ISA %s, fused bf16 attention %s\n",
+      "machine: nproc %d, cpu %s, flags %s, bf16 matmul path %s, oneDNN ISA %s, fused bf16 attention %s; attention "
+      "GEMMs: fp32 %s, bf16 %s\n",
       std::thread::hardware_concurrency(), CpuModelName(), CpuIsaFlags(), Bf16MatmulPath(), OneDnnIsa(),
-      OneDnnBf16GemmAvailable() ? "on" : "off (no oneDNN bf16 gemm on this CPU)");
+      OneDnnBf16GemmAvailable() ? "on" : "off (no oneDNN bf16 gemm on this CPU)", FusedAttentionGemm(torch::kFloat),
+      FusedAttentionGemm(torch::kBFloat16));
   out << absl::StrFormat("model GFLOP per forward: %.1f\n", flops / 1e9);
   out << absl::StrFormat("%-22s %14s %12s %10s %12s %14s %8s\n", "dtype", "matmul GFLOP/s", "forward s", "cpu s",
                          "seq/s", "model GFLOP/s", "MFU");

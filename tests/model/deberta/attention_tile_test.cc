@@ -4,7 +4,11 @@
 // 1, 7, 128, 129 and 512, random key masks and a fully padded row, c2p only,
 // p2c only and both, bucketed and unbucketed (clamped or not) indexes, fp32
 // and bf16; and the fused add + LayerNorm at widths that are not multiples
-// of the vector length.
+// of the vector length; and the tile's packed GEMM micro-kernels
+// (model/deberta/tile_gemm.h) against torch.matmul at shapes that are not
+// multiples of their 8 x 32 register tile.
+#include <cstring>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -14,6 +18,7 @@
 
 #include "model/deberta/cpu_kernels.h"
 #include "model/deberta/relative_position.h"
+#include "model/deberta/tile_gemm.h"
 
 namespace dserve {
 namespace {
@@ -292,6 +297,111 @@ TEST(AttentionTile, RowKernelsForThisCpu) {
   EXPECT_FALSE(SetCpuKernelIsa("sse9"));
   std::cout << "[ cpu      ] row kernels: " << CpuKernelIsa() << " (of "
             << isas.size() << " this CPU runs)" << std::endl;
+}
+
+bool CpuInfoHas(const std::string &flag) {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) == 0)
+      return (line + " ").find(" " + flag + " ") != std::string::npos;
+  }
+  return false;
+}
+
+TEST(TileGemm, PathFollowsTheCpu) {
+  RestoreIsa restore;
+  const bool avx512 = CpuInfoHas("avx512f") && CpuInfoHas("avx512bw") &&
+                      CpuInfoHas("avx512vl");
+  EXPECT_EQ(tile::HaveF32(), avx512);
+  EXPECT_EQ(tile::HaveBf16(), avx512 && CpuInfoHas("avx512_bf16"));
+  std::cout << "[ cpu      ] attention GEMMs: fp32 "
+            << FusedAttentionGemm(torch::kFloat) << ", bf16 "
+            << FusedAttentionGemm(torch::kBFloat16) << std::endl;
+  if (avx512) {
+    ASSERT_TRUE(SetCpuKernelIsa("avx512"));
+    EXPECT_EQ(FusedAttentionGemm(torch::kFloat), "avx512 micro-kernel");
+    if (tile::HaveBf16())
+      EXPECT_EQ(FusedAttentionGemm(torch::kBFloat16),
+                "avx512_bf16 micro-kernel");
+    ASSERT_TRUE(SetCpuKernelIsa("avx2"));
+    EXPECT_EQ(FusedAttentionGemm(torch::kFloat), "onednn");
+  }
+}
+
+// Both packings (B^T as rows, B as columns) and the product, fp32 and bf16,
+// against the float64 matmul of the same (bf16-rounded) values; C's columns
+// past n and rows past m stay untouched.
+TEST(TileGemm, MatchesTorchMatmul) {
+  if (!tile::HaveF32())
+    GTEST_SKIP() << "no AVX-512 on this CPU: the tile runs oneDNN's GEMM";
+  torch::manual_seed(7);
+  const float kSentinel = -12345.0f;
+  for (bool bf16 : {false, true}) {
+    if (bf16 && !tile::HaveBf16())
+      continue;
+    for (int64_t m : {1, 7, 8, 9, 31, 37}) {
+      for (int64_t n : {1, 15, 16, 17, 32, 33, 70}) {
+        for (int64_t k : {1, 2, 3, 24, 64, 129}) {
+          SCOPED_TRACE("bf16 " + std::to_string(bf16) + " m=" +
+                       std::to_string(m) + " n=" + std::to_string(n) +
+                       " k=" + std::to_string(k));
+          const auto dtype = bf16 ? torch::kBFloat16 : torch::kFloat;
+          // Row strides wider than the rows, as in the fused QKV tensor.
+          const int64_t kp = (k + 1) / 2 * 2; // bf16: k pairs, A zero padded
+          auto a = torch::zeros({m, kp + 5}, dtype);
+          a.narrow(1, 0, k).copy_(torch::randn({m, k}));
+          const auto bt = torch::randn({n, k + 3}).to(dtype);  // B^T rows
+          const auto bc = torch::randn({k, n + 2}).to(dtype);  // B rows
+          const auto want_t = torch::matmul(
+              a.narrow(1, 0, k).to(torch::kDouble),
+              bt.narrow(1, 0, k).to(torch::kDouble).t());
+          const auto want_c =
+              torch::matmul(a.narrow(1, 0, k).to(torch::kDouble),
+                            bc.narrow(1, 0, n).to(torch::kDouble));
+          for (bool rows : {true, false}) {
+            auto c = torch::full({m + 1, n + 3}, kSentinel);
+            const int64_t size =
+                tile::Panels(n) * (bf16 ? tile::PanelStrideBf16(k)
+                                        : tile::PanelStrideF32(k));
+            if (bf16) {
+              std::vector<uint16_t> packed(size, 0xFFFF);  // NaN unless written
+              const auto *src = reinterpret_cast<const uint16_t *>(
+                  (rows ? bt : bc).data_ptr<at::BFloat16>());
+              if (rows)
+                tile::PackRowsBf16(src, k + 3, n, k, packed.data());
+              else
+                tile::PackColsBf16(src, n + 2, k, n, packed.data());
+              tile::GemmBf16(m, n, kp,
+                             reinterpret_cast<const uint16_t *>(
+                                 a.data_ptr<at::BFloat16>()),
+                             kp + 5, packed.data(), c.data_ptr<float>(), n + 3);
+            } else {
+              std::vector<float> packed(size, std::nanf(""));
+              const float *src = (rows ? bt : bc).data_ptr<float>();
+              if (rows)
+                tile::PackRowsF32(src, k + 3, n, k, packed.data());
+              else
+                tile::PackColsF32(src, n + 2, k, n, packed.data());
+              tile::GemmF32(m, n, k, a.data_ptr<float>(), kp + 5,
+                            packed.data(), c.data_ptr<float>(), n + 3);
+            }
+            const auto &want = rows ? want_t : want_c;
+            const double scale = 1.0 + want.abs().max().item<double>();
+            const double diff =
+                (c.narrow(0, 0, m).narrow(1, 0, n).to(torch::kDouble) - want)
+                    .abs()
+                    .max()
+                    .item<double>();
+            EXPECT_LT(diff, 1e-5 * scale * std::sqrt(double(k)))
+                << (rows ? "rows" : "cols");
+            EXPECT_TRUE(c.narrow(1, n, 3).eq(kSentinel).all().item<bool>());
+            EXPECT_TRUE(c.narrow(0, m, 1).eq(kSentinel).all().item<bool>());
+          }
+        }
+      }
+    }
+  }
 }
 
 } // namespace
