@@ -38,16 +38,32 @@ DSERVE_TILE_F32 inline __m512i PanelIndex(int64_t ld) {
                             _mm512_set1_epi32(static_cast<int32_t>(ld)));
 }
 
+// The R x P accumulators of a register tile: cleared, and stored to C (the
+// last panel only the columns in `last`).
+template <int R, int P>
+DSERVE_TILE_F32 inline __attribute__((always_inline)) void Zero(__m512 (&acc)[R][P]) {
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
+}
+template <int R, int P>
+DSERVE_TILE_F32 inline __attribute__((always_inline)) void Store(const __m512 (&acc)[R][P], float* c, int64_t ldc,
+                                                                 __mmask16 last) {
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int p = 0; p < P; ++p)
+      _mm512_mask_storeu_ps(c + r * ldc + p * kPanel, p == P - 1 ? last : static_cast<__mmask16>(0xFFFF), acc[r][p]);
+}
+
 // One register tile: R rows x P panels, k steps; the last panel stores
 // only the columns in `last`.
 template <int R, int P>
 DSERVE_TILE_F32 void TileF32(int64_t k, const float* a, int64_t lda, const float* b, int64_t bstride, float* c,
                              int64_t ldc, __mmask16 last) {
   __m512 acc[R][P];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 2
-    for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
+  Zero<R, P>(acc);
   for (int64_t kk = 0; kk < k; ++kk) {
     __m512 bv[P];
 #pragma GCC unroll 2
@@ -59,11 +75,7 @@ DSERVE_TILE_F32 void TileF32(int64_t k, const float* a, int64_t lda, const float
       for (int p = 0; p < P; ++p) acc[r][p] = _mm512_fmadd_ps(av, bv[p], acc[r][p]);
     }
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 2
-    for (int p = 0; p < P; ++p)
-      _mm512_mask_storeu_ps(c + r * ldc + p * kPanel, p == P - 1 ? last : static_cast<__mmask16>(0xFFFF), acc[r][p]);
+  Store<R, P>(acc, c, ldc, last);
 }
 
 // The same over k pairs: vdpbf16ps adds A[r][2q] B[2q][j] + A[r][2q+1] B[2q+1][j]
@@ -72,10 +84,7 @@ template <int R, int P>
 DSERVE_TILE_BF16 void TileBf16(int64_t k, const uint16_t* a, int64_t lda, const uint16_t* b, int64_t bstride, float* c,
                                int64_t ldc, __mmask16 last) {
   __m512 acc[R][P];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 2
-    for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
+  Zero<R, P>(acc);
   for (int64_t q = 0; q < k / 2; ++q) {
     __m512i bv[P];
 #pragma GCC unroll 2
@@ -89,11 +98,7 @@ DSERVE_TILE_BF16 void TileBf16(int64_t k, const uint16_t* a, int64_t lda, const 
       for (int p = 0; p < P; ++p) acc[r][p] = _mm512_dpbf16_ps(acc[r][p], (__m512bh)av, (__m512bh)bv[p]);
     }
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 2
-    for (int p = 0; p < P; ++p)
-      _mm512_mask_storeu_ps(c + r * ldc + p * kPanel, p == P - 1 ? last : static_cast<__mmask16>(0xFFFF), acc[r][p]);
+  Store<R, P>(acc, c, ldc, last);
 }
 
 template <typename E>
