@@ -248,7 +248,7 @@ torch::Tensor AlbertEncoder::Layer(const AlbertLayerWeights& w, const Fused* fus
   // (a masked key's exp(lowest - max) is 0 in both). As in DebertaEncoder,
   // bf16 keeps the torch ops where the tile measured slower (FusedBf16AttentionPays).
   const bool bf16_threads =
-      projected_qkv.scalar_type() == torch::kBFloat16 && !FusedBf16AttentionPays(at::get_num_threads());
+      projected_qkv.scalar_type() == torch::kBFloat16 && !FusedBf16AttentionPays(at::get_num_threads(), head_size_);
   if (fused != nullptr && attention_kernel_ && dropout.attention == 0 && key_mask.defined() && !bf16_threads &&
       FusedAttentionApplies(projected_qkv)) {
     FusedAttentionInput in;

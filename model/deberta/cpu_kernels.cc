@@ -682,11 +682,17 @@ void RunTiles(const FusedAttentionInput& in, const std::vector<int32_t>& rev, to
   // The c2p table packed once per head for all sequences (micro path): its
   // bands then start at a panel boundary, up to 15 columns before `lo`.
   const int64_t pk_stride = micro && pos_key ? tile::Panels(in.rows) * P::Stride(d) : 0;
-  std::vector<E> pk_packed(static_cast<size_t>(pk_stride * h));
+  // The calling thread's buffer, reused across layers (every element is
+  // written by the packing; no per-call allocation or zero fill).
+  // The lambdas below run on other threads too, so they use this pointer
+  // and never name the thread_local.
+  thread_local std::vector<E> pk_buffer;
+  if (pk_buffer.size() < static_cast<size_t>(pk_stride * h)) pk_buffer.resize(static_cast<size_t>(pk_stride * h));
+  E* const pk_packed = pk_buffer.data();
   if (pk_stride > 0) {
     at::parallel_for(0, h, 1, [&](int64_t begin, int64_t end) {
       for (int64_t head = begin; head < end; ++head)
-        P::Rows(pos_key + (head * table_rows + in.min_row) * d, d, in.rows, d, pk_packed.data() + head * pk_stride);
+        P::Rows(pos_key + (head * table_rows + in.min_row) * d, d, in.rows, d, pk_packed + head * pk_stride);
     });
   }
 
@@ -754,7 +760,7 @@ void RunTiles(const FusedAttentionInput& in, const std::vector<int32_t>& rev, to
             rel.c2p_lo = static_cast<int32_t>(first * tile::kPanel);
             c2p_cols = hi - rel.c2p_lo + 1;
             P::Gemm(nq, c2p_cols, d, reinterpret_cast<const E*>(q + i0 * ld), ld,
-                    pk_packed.data() + head * pk_stride + first * P::Stride(d), s.c2p.data(), c2p_cols);
+                    pk_packed + head * pk_stride + first * P::Stride(d), s.c2p.data(), c2p_cols);
           } else {
             rel.c2p_lo = lo;
             c2p_cols = hi - lo + 1;
@@ -865,8 +871,12 @@ std::string FusedAttentionGemm(torch::ScalarType dtype) {
   return "none";
 }
 
-bool FusedBf16AttentionPays(int threads) {
-  return threads <= 1 || FusedAttentionGemm(torch::kBFloat16) == "avx512_bf16 micro-kernel";
+bool FusedBf16AttentionPays(int threads, int64_t head_size) {
+#ifdef DSERVE_HAVE_DNNL
+  return threads <= 1 || UseTileMicroKernels<c10::BFloat16>(head_size);
+#else
+  return threads <= 1;
+#endif
 }
 
 bool FusedAttentionApplies(const torch::Tensor& qkv) {

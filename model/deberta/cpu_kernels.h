@@ -100,11 +100,12 @@ bool FusedAttentionApplies(const torch::Tensor& qkv);
 std::string FusedAttentionGemm(torch::ScalarType dtype);
 
 // Whether the callers should use FusedAttention for bf16 with `threads`
-// intra-op threads: with our bf16 micro-kernel always; through oneDNN's
+// intra-op threads and heads of `head_size`: with our bf16 micro-kernel
+// (AVX512-BF16, even head size) always; through oneDNN's
 // per-call bf16 GEMM only single-threaded (v3-base 8x128 at 2 threads it
 // measured 0.72 s per forward against 0.63 s for torch's ops; at 1 thread
 // the tile was faster, 1.14 vs 1.18 CPU s).
-bool FusedBf16AttentionPays(int threads);
+bool FusedBf16AttentionPays(int threads, int64_t head_size);
 
 // The attention context [B, L, h * d] in qkv's dtype (before the output
 // projection). Softmax and score accumulation in float32 for both dtypes.

@@ -384,7 +384,7 @@ torch::Tensor DebertaEncoder::Attention(const LayerWeights& layer, const LayerCa
                                  masks.lengths, packed ? &packed->qkv : nullptr);
     // bf16 through oneDNN's GEMM with several threads: torch's ops are faster.
     const bool bf16_threads =
-        fused.scalar_type() == torch::kBFloat16 && !FusedBf16AttentionPays(at::get_num_threads());
+        fused.scalar_type() == torch::kBFloat16 && !FusedBf16AttentionPays(at::get_num_threads(), d);
     const bool talking = layer.attention.head_logits.defined();
     if (options_.kernels.attention && dropout.attention == 0 && !bf16_threads && !talking &&
         FusedAttentionApplies(fused)) {

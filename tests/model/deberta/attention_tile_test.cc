@@ -7,8 +7,6 @@
 // of the vector length; and the tile's packed GEMM micro-kernels
 // (model/deberta/tile_gemm.h) against torch.matmul at shapes that are not
 // multiples of their 8 x 32 register tile.
-#include <cstring>
-#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -19,6 +17,7 @@
 #include "model/deberta/cpu_kernels.h"
 #include "model/deberta/relative_position.h"
 #include "model/deberta/tile_gemm.h"
+#include "model/util/cpu_info.h"
 
 namespace dserve {
 namespace {
@@ -299,22 +298,12 @@ TEST(AttentionTile, RowKernelsForThisCpu) {
             << isas.size() << " this CPU runs)" << std::endl;
 }
 
-bool CpuInfoHas(const std::string &flag) {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("flags", 0) == 0)
-      return (line + " ").find(" " + flag + " ") != std::string::npos;
-  }
-  return false;
-}
-
 TEST(TileGemm, PathFollowsTheCpu) {
   RestoreIsa restore;
-  const bool avx512 = CpuInfoHas("avx512f") && CpuInfoHas("avx512bw") &&
-                      CpuInfoHas("avx512vl");
+  const bool avx512 = CpuHasFlag("avx512f") && CpuHasFlag("avx512bw") &&
+                      CpuHasFlag("avx512vl");
   EXPECT_EQ(tile::HaveF32(), avx512);
-  EXPECT_EQ(tile::HaveBf16(), avx512 && CpuInfoHas("avx512_bf16"));
+  EXPECT_EQ(tile::HaveBf16(), avx512 && CpuHasFlag("avx512_bf16"));
   std::cout << "[ cpu      ] attention GEMMs: fp32 "
             << FusedAttentionGemm(torch::kFloat) << ", bf16 "
             << FusedAttentionGemm(torch::kBFloat16) << std::endl;
